@@ -1,0 +1,154 @@
+"""The run: stages in order over the selected nodes, on one event loop that holds the fleet's
+connections for the whole run. Runs once on the pytest controller; xdist workers only read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from nodegate.inventory import Node
+from nodegate.model import Status, Verdict
+from nodegate.profiles import Profile
+from nodegate.stages.base import Stage, StageContext
+from nodegate.stages.registry import STAGES
+from nodegate.transport.base import Transport
+
+T = TypeVar("T")
+VERDICTS_FILE = "verdicts.json"
+
+
+class LoopThread:
+    """An asyncio loop on a daemon thread; sync code submits coroutines to it."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="nodegate-loop",
+                                        daemon=True)
+        self._thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        fut: Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return fut.result(timeout)
+
+    def stop(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(5)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+@dataclass
+class RunResult:
+    """Every verdict of a run, by (check id, node)."""
+
+    verdicts: dict[tuple[str, str], list[Verdict]] = field(default_factory=dict)
+    stages_run: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    connections: int = 0
+
+    def add(self, v: Verdict) -> None:
+        self.verdicts.setdefault((v.check, v.node), []).append(v)
+
+    def for_item(self, check: str, node: str) -> list[Verdict]:
+        return self.verdicts.get((check, node), [])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stages_run": self.stages_run,
+            "timings_s": self.timings,
+            "connections": self.connections,
+            "verdicts": [v.to_json() for vs in self.verdicts.values() for v in vs],
+        }
+
+    def write(self, run_dir: Path) -> None:
+        tmp = run_dir / (VERDICTS_FILE + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+        tmp.replace(run_dir / VERDICTS_FILE)
+
+    @classmethod
+    def read(cls, run_dir: Path) -> RunResult:
+        doc = json.loads((run_dir / VERDICTS_FILE).read_text(encoding="utf-8"))
+        r = cls(stages_run=list(doc["stages_run"]), timings=dict(doc["timings_s"]),
+                connections=int(doc.get("connections", 0)))
+        for d in doc["verdicts"]:
+            r.add(Verdict.from_json(d))
+        return r
+
+
+class Engine:
+    """Runs the selected stages for the selected nodes and checks."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        profiles: Mapping[str, Profile],
+        transport: Transport,
+        run_dir: Path,
+        stages: Sequence[Stage] = STAGES,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.nodes = list(nodes)
+        self.profiles = profiles
+        self.transport = transport
+        self.run_dir = run_dir
+        self.stages = list(stages)
+        self.options = dict(options or {})
+
+    async def run(self, selected: Iterable[tuple[str, str]]) -> RunResult:
+        """`selected`: (check id, node) pairs; a stage runs for the nodes it has items for."""
+        want: dict[str, set[str]] = {}
+        for check, node in selected:
+            want.setdefault(check, set()).add(node)
+        result = RunResult()
+        blocked: dict[str, str] = {}  # node -> why it is out of active stages
+        for stage in self.stages:
+            stage_nodes = set().union(*(want.get(c.id, set()) for c in stage.checks))
+            if not stage_nodes:
+                continue
+            part: list[Node] = []
+            for n in self.nodes:
+                if n.name not in stage_nodes:
+                    continue
+                why = blocked.get(n.name) if stage.active else _unreachable(result, n.name)
+                if why:
+                    for c in stage.checks:
+                        result.add(Verdict(c.id, n.name, Status.SKIP, message=f"not run: {why}"))
+                else:
+                    part.append(n)
+            t0 = time.monotonic()
+            if part:
+                ctx = StageContext(
+                    nodes=part,
+                    profiles=self.profiles,
+                    transport=self.transport,
+                    run_dir=self.run_dir,
+                    all_nodes=self.nodes,
+                    options=self.options,
+                )
+                for v in await stage.run(ctx):
+                    result.add(v)
+            result.timings[stage.name] = round(time.monotonic() - t0, 3)
+            result.stages_run.append(stage.name)
+            for (check, node), vs in result.verdicts.items():
+                bad = [v for v in vs if v.status is not Status.PASS]
+                if bad and node not in blocked:
+                    blocked[node] = f"{bad[0].check} {bad[0].status.value} in an earlier stage"
+        result.connections = getattr(self.transport, "connections_opened", 0)
+        return result
+
+
+def _unreachable(result: RunResult, node: str) -> str | None:
+    """A node whose SSH check failed is out of every later stage."""
+    for v in result.for_item("reach.ssh", node):
+        if v.status is not Status.PASS:
+            return f"node not reachable ({v.observed})"
+    return None

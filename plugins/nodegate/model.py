@@ -1,0 +1,118 @@
+"""Core value types: commands, their outcomes, verdicts."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    """Verdict status. Only PASS admits; everything else fails closed."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"
+    SKIP = "skip"
+
+
+class Reach(str, enum.Enum):
+    """How far a node's stage session got (transport-level outcome)."""
+
+    OK = "ok"
+    UNREACHABLE = "unreachable"
+    AUTH_FAILED = "auth_failed"
+    HOSTKEY_MISMATCH = "hostkey_mismatch"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    """One command a stage runs on a node.
+
+    `cmd` is a shell command line built by nodegate (inventory values are quoted with
+    shlex.quote before they get here); it runs under `timeout timeout_s`.
+    """
+
+    id: str
+    cmd: str
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What one command did on one node. rc 124/137 = killed at its deadline."""
+
+    id: str
+    cmd: str
+    rc: int | None
+    stdout: str
+    stderr: str
+    duration_s: float | None
+    timed_out: bool = False
+    evidence: str | None = None  # path of the raw file, relative to the run directory
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not self.timed_out
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOutcome:
+    """Everything one stage session returned for one node: data, not exceptions."""
+
+    node: str
+    reach: Reach
+    results: dict[str, CommandResult] = field(default_factory=dict)
+    detail: str = ""
+    duration_s: float | None = None
+    connects: int = 0  # SSH connections opened for this session (0 when reused)
+
+    def result(self, cmd_id: str) -> CommandResult | None:
+        return self.results.get(cmd_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One check's judgement on one component of one node."""
+
+    check: str
+    node: str
+    status: Status
+    component: str = ""
+    observed: Any = None
+    expected: Any = None
+    unit: str | None = None
+    message: str = ""
+    remediation: str | None = None
+    evidence: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "node": self.node,
+            "status": self.status.value,
+            "component": self.component,
+            "observed": self.observed,
+            "expected": self.expected,
+            "unit": self.unit,
+            "message": self.message,
+            "remediation": self.remediation,
+            "evidence": list(self.evidence),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Verdict:
+        return cls(
+            check=d["check"],
+            node=d["node"],
+            status=Status(d["status"]),
+            component=d.get("component", ""),
+            observed=d.get("observed"),
+            expected=d.get("expected"),
+            unit=d.get("unit"),
+            message=d.get("message", ""),
+            remediation=d.get("remediation"),
+            evidence=tuple(d.get("evidence", ())),
+        )

@@ -1,0 +1,401 @@
+"""Build, start, stop and inspect a simulated fleet of real OpenSSH sshd daemons on loopback.
+
+Layout of a fleet directory:
+  model.json          resolved model (addresses, hardware, faults): the answer key for tests
+  inventory.yaml      nodegate inventory for the fleet (labels rack/leaf, profile)
+  ssh_config          one Host block per node: plain `ssh -F`, clush and pdsh use it too
+  known_hosts, id_ed25519[.pub], keys/host_<k>   generated keys
+  sshd/<k>.conf, sshd/<k>.pid, sshd/<k>.log      one daemon per 16 addresses
+  dispatch            sshd ForceCommand: routes a session to the addressed node
+  nodes/<name>/{bin,resp,root}, by-addr/<ip> -> ../nodes/<name>
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from nodegate.errors import ConfigError
+from nodegate.sim.model import FleetModel, SimNode, load_model
+from nodegate.sim.tools import known_faults, providers, render_tool
+
+ADDRS_PER_SSHD = 16  # OpenSSH's MAX_LISTEN_SOCKS
+SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
+
+DISPATCH = """#!/bin/sh
+# sshd ForceCommand of a nodegate simulated fleet: run the session on the addressed node.
+set -- $SSH_CONNECTION
+NG_NODE="{root}/by-addr/$3"
+if [ ! -d "$NG_NODE" ]; then echo "nodegate-sim: no node at $3" >&2; exit 255; fi
+export NG_NODE
+if [ -r "$NG_NODE/slow" ]; then read -r ng_s < "$NG_NODE/slow"; sleep "$ng_s"; fi
+PATH="$NG_NODE/bin:{root}/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+export PATH
+exec /bin/sh -c "${{SSH_ORIGINAL_COMMAND:-exec /bin/sh -i}}"
+"""
+
+# Simulated nodes read files from their own fake root (/etc/os-release, /proc/..., /sys/...).
+SIM_CAT = """#!/bin/sh
+for a do
+  case $a in /*) set -- "$@" "$NG_NODE/root$a" ;; *) set -- "$@" "$a" ;; esac
+  shift
+done
+exec /bin/cat "$@"
+"""
+
+
+def find_sshd() -> str:
+    for c in SSHD_CANDIDATES:
+        if os.access(c, os.X_OK):
+            return c
+    found = shutil.which("sshd")
+    if found:
+        return found
+    raise ConfigError(
+        "OpenSSH sshd not found (looked in " + ", ".join(SSHD_CANDIDATES) + "); "
+        "install it: apt-get install openssh-server"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FleetStatus:
+    root: str
+    daemons: int
+    running: int
+    nodes: int
+    listening: int
+
+
+class Fleet:
+    """A simulated fleet rooted at a directory."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).resolve()
+
+    # -- build ----------------------------------------------------------------------------
+    def build(self, model: FleetModel, *, port: int | None = None) -> None:
+        """Write every file of the fleet (keys, daemons' configs, per-node tools)."""
+        if self.running_pids():
+            raise ConfigError(f"fleet at {self.root} is running; stop it first")
+        if self.root.exists():
+            shutil.rmtree(self.root)
+        # Not 22: a host sshd listening on 0.0.0.0:22 would collide with the loopback addresses.
+        port = port or 2222
+        for d in ("keys", "sshd", "nodes", "by-addr", "bin"):
+            (self.root / d).mkdir(parents=True, exist_ok=True)
+        self._keygen(self.root / "id_ed25519", "nodegate-sim-client")
+        self._keygen(self.root / "keys" / "imposter", "nodegate-sim-imposter")
+        (self.root / "authorized_keys").write_text((self.root / "id_ed25519.pub").read_text())
+        _write_exec(self.root / "dispatch", DISPATCH.format(root=self.root))
+        _write_exec(self.root / "bin" / "cat", SIM_CAT)
+
+        serving = [n for n in model.nodes if n.fault("unreachable") is None]
+        groups = [serving[i : i + ADDRS_PER_SSHD] for i in range(0, len(serving), ADDRS_PER_SSHD)]
+        host_keys: dict[str, str] = {}
+        for k, group in enumerate(groups):
+            key = self.root / "keys" / f"host_{k}"
+            self._keygen(key, f"nodegate-sim-host-{k}")
+            pub = (key.with_suffix(".pub")).read_text().split()[:2]
+            for n in group:
+                host_keys[n.name] = " ".join(pub)
+            (self.root / "sshd" / f"{k}.conf").write_text(self._sshd_conf(k, group, key, port))
+        imposter = " ".join((self.root / "keys" / "imposter.pub").read_text().split()[:2])
+
+        kh_lines, cfg_lines = [], []
+        for n in model.nodes:
+            hk = imposter if n.fault("hostkey_mismatch") else host_keys.get(n.name, imposter)
+            host = n.address if port == 22 else f"[{n.address}]:{port}"
+            names = n.name if port == 22 else f"[{n.name}]:{port}"
+            kh_lines.append(f"{names},{host} {hk}")
+            cfg_lines += [
+                f"Host {n.name}",
+                f"  HostName {n.address}",
+                f"  Port {port}",
+                f"  User {_user()}",
+                "",
+            ]
+            self._build_node(n)
+        cfg_lines += [
+            "Host *",
+            f"  IdentityFile {self.root / 'id_ed25519'}",
+            "  IdentitiesOnly yes",
+            f"  UserKnownHostsFile {self.root / 'known_hosts'}",
+            "  StrictHostKeyChecking yes",
+            "  ConnectTimeout 10",
+            "  BatchMode yes",
+            "  LogLevel ERROR",
+            "",
+        ]
+        (self.root / "known_hosts").write_text("\n".join(kh_lines) + "\n")
+        (self.root / "ssh_config").write_text("\n".join(cfg_lines))
+        self._write_inventory(model)
+        (self.root / "model.json").write_text(json.dumps(_model_json(model, port), indent=1) + "\n")
+
+    def _build_node(self, n: SimNode) -> None:
+        d = self.root / "nodes" / n.name
+        (d / "bin").mkdir(parents=True)
+        for p in providers():
+            for tool in p.tools(n):
+                script, files = render_tool(str(d), tool, n)
+                _write_exec(d / "bin" / tool.name, script)
+                for rel, text in files.items():
+                    (d / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (d / rel).write_text(text)
+            for path, text in p.files(n).items():
+                target = d / "root" / path.lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+        # Transport-level faults on tools the providers did not render (host tools like cat).
+        for f in n.faults:
+            if f.kind in {"hang", "garbage", "missing"} and f.arg and not (d / "bin" / f.arg).exists():
+                from nodegate.sim.tools import SimTool
+
+                script, files = render_tool(str(d), SimTool(f.arg, {}), n)
+                _write_exec(d / "bin" / f.arg, script)
+                for rel, text in files.items():
+                    (d / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (d / rel).write_text(text)
+        slow = n.fault("slow")
+        if slow is not None:
+            (d / "slow").write_text(f"{float(slow.arg or 5):g}\n")
+        (self.root / "by-addr" / n.address).symlink_to(Path("..") / "nodes" / n.name)
+
+    def _sshd_conf(self, k: int, group: Sequence[SimNode], key: Path, port: int) -> str:
+        lines = [f"ListenAddress {n.address}:{port}" for n in group] + [
+            f"HostKey {key}",
+            f"PidFile {self.root / 'sshd' / f'{k}.pid'}",
+            f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
+            f"ForceCommand {self.root / 'dispatch'}",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "PermitRootLogin prohibit-password",
+            "UsePAM no",
+            "StrictModes no",
+            # 1,024 clients connect at once: sshd's default MaxStartups 10:30:100 drops them.
+            "MaxStartups 4096:100:8192",
+            "MaxSessions 64",
+            "LoginGraceTime 60",
+            "UseDNS no",
+            "PrintMotd no",
+            "PrintLastLog no",
+            "AllowTcpForwarding yes",
+            "X11Forwarding no",
+            "PermitTTY yes",
+            "LogLevel ERROR",
+            # Bash reads ~/.bashrc when sshd starts it at SHLVL < 2 (Debian's SSH_SOURCE_BASHRC);
+            # SHLVL=1 from sshd makes the login shell level 2, keeping each session lean.
+            "SetEnv SHLVL=1",
+        ]
+        for n in group:
+            if n.fault("auth_refused"):
+                lines += [f"Match LocalAddress {n.address}", "  AuthorizedKeysFile /dev/null"]
+        return "\n".join(lines) + "\n"
+
+    def _write_inventory(self, model: FleetModel) -> None:
+        racks: dict[str, list[str]] = {}
+        for n in model.nodes:
+            racks.setdefault(n.labels["rack"], []).append(n.name)
+        from ClusterShell.NodeSet import NodeSet
+
+        inv = {
+            "version": 1,
+            "defaults": {
+                "profile": model.profile,
+                "ssh": {
+                    "ssh_config": str(self.root / "ssh_config"),
+                    "identity_file": str(self.root / "id_ed25519"),
+                    "known_hosts": str(self.root / "known_hosts"),
+                    "connect_timeout": 10,
+                },
+            },
+            "nodes": {str(NodeSet.fromlist([n.name for n in model.nodes])): {}},
+            "groups": {
+                f"rack{rack[1:]}": {
+                    "nodes": str(NodeSet.fromlist(names)),
+                    "labels": {"rack": rack, "leaf": f"leaf{rack[1:]}"},
+                }
+                for rack, names in sorted(racks.items())
+            },
+        }
+        (self.root / "inventory.yaml").write_text(
+            f"# generated by nodegate sim from {model.source}\n" + yaml.safe_dump(inv, sort_keys=False)
+        )
+
+    @staticmethod
+    def _keygen(path: Path, comment: str) -> None:
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+            check=True,
+            stdin=subprocess.DEVNULL,
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def confs(self) -> list[Path]:
+        return sorted((self.root / "sshd").glob("*.conf"), key=lambda p: int(p.stem))
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Start every daemon and wait until each address accepts TCP connections."""
+        if not (self.root / "model.json").exists():
+            raise ConfigError(f"no fleet built at {self.root}")
+        sshd = find_sshd()
+        if os.geteuid() == 0:
+            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir
+        for conf in self.confs():
+            pidf = conf.with_suffix(".pid")
+            if _alive(pidf):
+                continue
+            subprocess.run(
+                [sshd, "-f", str(conf), "-E", str(conf.with_suffix(".log"))],
+                check=True,
+                stdin=subprocess.DEVNULL,
+            )
+        self.wait_listening(timeout_s)
+
+    def wait_listening(self, timeout_s: float) -> None:
+        addrs = self.listen_addresses()
+        deadline = time.monotonic() + timeout_s
+        pending = list(addrs)
+        while pending:
+            pending = [a for a in pending if not _accepts(*a)]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                logs = " ".join(str(p) for p in (self.root / "sshd").glob("*.log"))
+                raise RuntimeError(
+                    f"{len(pending)} simulated nodes not listening after {timeout_s:g} s "
+                    f"(first {pending[0][0]}:{pending[0][1]}); see {logs}"
+                )
+            time.sleep(0.05)
+
+    def listen_addresses(self) -> list[tuple[str, int]]:
+        out = []
+        for conf in self.confs():
+            for line in conf.read_text().splitlines():
+                if line.startswith("ListenAddress "):
+                    host, _, port = line.split()[1].rpartition(":")
+                    out.append((host, int(port)))
+        return out
+
+    def running_pids(self) -> list[int]:
+        pids = []
+        for pidf in sorted((self.root / "sshd").glob("*.pid")) if self.root.exists() else []:
+            pid = _alive(pidf)
+            if pid:
+                pids.append(pid)
+        return pids
+
+    def stop(self, timeout_s: float = 10.0) -> int:
+        """Stop the daemons this fleet started (by the PIDs in their pid files)."""
+        pids = self.running_pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout_s
+        while any(_pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pidf in (self.root / "sshd").glob("*.pid"):
+            pidf.unlink(missing_ok=True)
+        return len(pids)
+
+    def status(self) -> FleetStatus:
+        confs = self.confs() if self.root.exists() else []
+        addrs = self.listen_addresses() if confs else []
+        model = json.loads((self.root / "model.json").read_text()) if confs else {"nodes": []}
+        return FleetStatus(
+            root=str(self.root),
+            daemons=len(confs),
+            running=len(self.running_pids()),
+            nodes=len(model["nodes"]),
+            listening=sum(1 for a in addrs if _accepts(*a)),
+        )
+
+    def model(self) -> dict[str, object]:
+        doc: dict[str, object] = json.loads((self.root / "model.json").read_text())
+        return doc
+
+
+def build_fleet(
+    model_path: str | os.PathLike[str], root: str | os.PathLike[str], *, subnet: str = "127.77",
+    port: int | None = None,
+) -> Fleet:
+    model = load_model(model_path, known_faults(), subnet=subnet)
+    fleet = Fleet(root)
+    fleet.build(model, port=port)
+    return fleet
+
+
+def _model_json(model: FleetModel, port: int) -> dict[str, object]:
+    return {
+        "name": model.name,
+        "profile": model.profile,
+        "source": model.source,
+        "port": port,
+        "nodes": [
+            {
+                "name": n.name,
+                "address": n.address,
+                "labels": dict(n.labels),
+                "hw": dict(n.hw),
+                "faults": [str(f) for f in n.faults],
+            }
+            for n in model.nodes
+        ],
+    }
+
+
+def _user() -> str:
+    import getpass
+
+    return getpass.getuser()
+
+
+def _write_exec(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours is not alive.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _alive(pidf: Path) -> int | None:
+    try:
+        pid = int(pidf.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _pid_alive(pid) else None
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+__all__ = ["Fleet", "FleetStatus", "build_fleet", "find_sshd"]

@@ -1,0 +1,187 @@
+"""The simulated fleet's model: per-node hardware and injected faults, loaded from YAML."""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+
+from nodegate.errors import ConfigError
+
+# Faults the transport layer and dispatcher implement; tool providers add their own kinds.
+TRANSPORT_FAULTS = {
+    "unreachable": "no sshd listens on the node's address (connection refused)",
+    "auth_refused": "sshd refuses the client key for this node",
+    "hostkey_mismatch": "known_hosts holds a different host key for this node (re-imaged node)",
+    "slow": "every session waits ARG seconds before it runs anything",
+    "hang": "tool ARG never returns (killed at its deadline)",
+    "garbage": "tool ARG prints garbage and exits 0",
+    "missing": "tool ARG is not installed (rc 127)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    kind: str
+    arg: str | None = None
+
+    def __str__(self) -> str:
+        return self.kind if self.arg is None else f"{self.kind}:{self.arg}"
+
+
+@dataclass(frozen=True, slots=True)
+class SimNode:
+    name: str
+    index: int
+    address: str
+    labels: Mapping[str, str]
+    hw: Mapping[str, Any]
+    faults: tuple[Fault, ...] = ()
+
+    def fault(self, kind: str) -> Fault | None:
+        return next((f for f in self.faults if f.kind == kind), None)
+
+    def faulty_tool(self, kind: str, tool: str) -> bool:
+        return any(f.kind == kind and f.arg == tool for f in self.faults)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetModel:
+    name: str
+    profile: str
+    source: str
+    nodes: tuple[SimNode, ...]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def node(self, name: str) -> SimNode:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _nodeset(expr: Any, where: str) -> list[str]:
+    try:
+        return list(NodeSet(str(expr)))
+    except NodeSetParseError as exc:
+        raise ConfigError(f"{where}: bad hostlist expression {expr!r}: {exc}") from None
+
+
+def address_for(subnet: str, index: int) -> str:
+    """Node `index` -> an address in 127.0.0.0/8 (`subnet` like '127.77'), skipping .0/.255."""
+    net = ipaddress.ip_network(f"{subnet}.0.0/16")
+    if not net.subnet_of(ipaddress.ip_network("127.0.0.0/8")):
+        raise ConfigError(f"simulated fleet subnet {subnet} is outside 127.0.0.0/8")
+    hi, lo = divmod(index, 250)
+    if hi > 255:
+        raise ConfigError("simulated fleet larger than 64,000 nodes")
+    return f"{subnet}.{hi}.{lo + 1}"
+
+
+def parse_faults(raw: Any, where: str, known: Mapping[str, str]) -> tuple[Fault, ...]:
+    """`[unreachable, {hang: uname}, "slow:3"]` -> Faults, each kind checked against `known`."""
+    if raw is None:
+        return ()
+    items = raw if isinstance(raw, list) else [raw]
+    out: list[Fault] = []
+    for item in items:
+        if isinstance(item, str):
+            kind, _, arg = item.partition(":")
+            f = Fault(kind.strip(), arg.strip() or None)
+        elif isinstance(item, Mapping) and len(item) == 1:
+            (k, v), = item.items()
+            f = Fault(str(k), None if v is None else str(v))
+        else:
+            raise ConfigError(f"{where}: a fault is a name, 'name:arg' or {{name: arg}}, got {item!r}")
+        if f.kind not in known:
+            raise ConfigError(
+                f"{where}: unknown fault {f.kind!r}; known: {', '.join(sorted(known))}"
+            )
+        out.append(f)
+    return tuple(out)
+
+
+def load_model(path: str | Path, known_faults: Mapping[str, str], subnet: str = "127.77") -> FleetModel:
+    """Read a fleet model YAML (see inventories/sim/*.yaml)."""
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read fleet model: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{p}:{line} YAML error: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{p}: a fleet model is a mapping")
+    allowed = {"name", "profile", "nodes", "hardware", "racks", "overrides", "faults", "extra"}
+    unknown = set(doc) - allowed
+    if unknown:
+        raise ConfigError(f"{p}: unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    for key in ("name", "profile", "nodes"):
+        if key not in doc:
+            raise ConfigError(f"{p}: missing key {key!r}")
+    names = _nodeset(doc["nodes"], f"{p}: nodes")
+    hw_default = doc.get("hardware") or {}
+    if not isinstance(hw_default, dict):
+        raise ConfigError(f"{p}: hardware must be a mapping")
+    racks = doc.get("racks") or {}
+    per_rack = int(racks.get("nodes_per_rack", 8)) if isinstance(racks, dict) else 8
+    if per_rack < 1:
+        raise ConfigError(f"{p}: racks.nodes_per_rack must be >= 1")
+
+    overrides: dict[str, dict[str, Any]] = {n: {} for n in names}
+    for expr, over in (doc.get("overrides") or {}).items():
+        where = f"{p}: overrides.{expr}"
+        if not isinstance(over, dict):
+            raise ConfigError(f"{where}: must be a mapping of hardware keys")
+        for n in _nodeset(expr, where):
+            if n not in overrides:
+                raise ConfigError(f"{where}: node {n} is not in nodes {doc['nodes']}")
+            overrides[n] = _deep_merge(overrides[n], over)
+    faults: dict[str, tuple[Fault, ...]] = {n: () for n in names}
+    for expr, raw in (doc.get("faults") or {}).items():
+        where = f"{p}: faults.{expr}"
+        parsed = parse_faults(raw, where, known_faults)
+        for n in _nodeset(expr, where):
+            if n not in faults:
+                raise ConfigError(f"{where}: node {n} is not in nodes {doc['nodes']}")
+            faults[n] = faults[n] + parsed
+
+    nodes = []
+    for i, n in enumerate(names):
+        rack = i // per_rack + 1
+        labels = {"rack": f"r{rack:02d}", "leaf": f"leaf{rack:02d}"}
+        nodes.append(
+            SimNode(
+                name=n,
+                index=i,
+                address=address_for(subnet, i),
+                labels=labels,
+                hw=_deep_merge(hw_default, overrides[n]),
+                faults=faults[n],
+            )
+        )
+    return FleetModel(
+        name=str(doc["name"]),
+        profile=str(doc["profile"]),
+        source=str(p),
+        nodes=tuple(nodes),
+        extra=doc.get("extra") or {},
+    )

@@ -1,0 +1,98 @@
+"""Simulated node tools: per-node outputs rendered at fleet build time, served by tiny sh stubs.
+
+Each provider module (one per stage) turns a node's model into tools and files. Outputs are
+precomputed so a simulated command costs one `sh` and one `cat`, not a Python start: at 1,024
+nodes the 2 cores are shared with every sshd.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from nodegate.sim.model import SimNode
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    stdout: str = ""
+    stderr: str = ""
+    rc: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SimTool:
+    """A tool's answers keyed by its exact argument string (`"$*"`), plus a fallback."""
+
+    name: str
+    answers: Mapping[str, Response]
+    fallback: Response | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """What one stage adds to a simulated node: tools, files under its fake root, faults."""
+
+    name: str
+    tools: Callable[[SimNode], Iterable[SimTool]]
+    files: Callable[[SimNode], Mapping[str, str]] = field(default=lambda n: {})
+    faults: Mapping[str, str] = field(default_factory=dict)
+
+
+GARBAGE = "\x1b[31m#!%@ segfault?? 0xdeadbeef\n\x00\x01 ~~~ :: ::\n<<<<<<<< unexpected\n"
+
+
+def unsupported(tool: str) -> Response:
+    return Response(stderr=f"{tool}: simulated tool does not support these arguments\n", rc=2)
+
+
+def render_tool(node_dir: str, tool: SimTool, node: SimNode) -> tuple[str, dict[str, str]]:
+    """The stub script for `tool` and the response files it reads (relative to node_dir)."""
+    files: dict[str, str] = {}
+    lines = ["#!/bin/sh"]
+    if node.faulty_tool("missing", tool.name):
+        lines.append(f"echo 'sh: 1: {tool.name}: not found' >&2; exit 127")
+        return "\n".join(lines) + "\n", files
+    if node.faulty_tool("hang", tool.name):
+        lines.append("exec sleep 86400")
+        return "\n".join(lines) + "\n", files
+    if node.faulty_tool("garbage", tool.name):
+        files[f"resp/{tool.name}/garbage"] = GARBAGE
+        lines.append(f"exec /bin/cat {shlex.quote(f'{node_dir}/resp/{tool.name}/garbage')}")
+        return "\n".join(lines) + "\n", files
+    lines.append('case "$*" in')
+    for i, (args, resp) in enumerate(sorted(tool.answers.items())):
+        lines.append(f"{shlex.quote(args)}) {_emit(node_dir, tool.name, str(i), resp, files)};;")
+    fb = tool.fallback or unsupported(tool.name)
+    lines.append(f"*) {_emit(node_dir, tool.name, 'fallback', fb, files)};;")
+    lines.append("esac")
+    return "\n".join(lines) + "\n", files
+
+
+def _emit(node_dir: str, tool: str, key: str, r: Response, files: dict[str, str]) -> str:
+    parts = []
+    if r.stdout:
+        rel = f"resp/{tool}/{key}.out"
+        files[rel] = r.stdout
+        parts.append(f"/bin/cat {shlex.quote(f'{node_dir}/{rel}')}")
+    if r.stderr:
+        parts.append(f"printf '%s' {shlex.quote(r.stderr)} >&2")
+    parts.append(f"exit {r.rc}")
+    return "; ".join(parts)
+
+
+def providers() -> list[Provider]:
+    """Every stage's provider, in stage order (explicit registry, no discovery magic)."""
+    from nodegate.sim.tools import reach
+
+    return [reach.PROVIDER]
+
+
+def known_faults() -> dict[str, str]:
+    from nodegate.sim.model import TRANSPORT_FAULTS
+
+    out = dict(TRANSPORT_FAULTS)
+    for p in providers():
+        out.update(p.faults)
+    return out

@@ -1,0 +1,155 @@
+"""Stage framework: a stage plans commands, gathers them (one round trip per node), judges.
+
+A new stage is a module with a Stage subclass, its parsers, its simulated tools and its profile
+keys; the engine runs stages in order and hands each the nodes still in.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from nodegate.errors import ParseError
+from nodegate.inventory import Node
+from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach, Status, Verdict
+from nodegate.profiles import Profile
+from nodegate.transport.base import Transport
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSpec:
+    """A check: stable dotted id (API for waivers and history) and its pytest test name."""
+
+    id: str
+    test: str
+    title: str
+
+
+@dataclass
+class StageContext:
+    """What a stage gets to run with."""
+
+    nodes: Sequence[Node]  # nodes taking part, in inventory order
+    profiles: Mapping[str, Profile]  # node -> profile
+    transport: Transport
+    run_dir: Path
+    all_nodes: Sequence[Node] = ()  # every selected node (for fleet-wide reasoning)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Stage(abc.ABC):
+    name: str = "abstract"
+    checks: tuple[CheckSpec, ...] = ()
+    # Active stages (traffic between nodes) take only nodes that passed every earlier stage.
+    active: bool = False
+
+    @abc.abstractmethod
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        """Gather and judge; one verdict per (check, node) at least, for every node in ctx."""
+
+
+class PassiveStage(Stage):
+    """Reads node state: one script per node, parse, judge."""
+
+    @abc.abstractmethod
+    def commands(self, node: Node, profile: Profile) -> list[CommandSpec]: ...
+
+    @abc.abstractmethod
+    def evaluate(
+        self, outcomes: Mapping[str, NodeOutcome], ctx: StageContext
+    ) -> list[Verdict]: ...
+
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        plan = {n.name: self.commands(n, ctx.profiles[n.name]) for n in ctx.nodes}
+        outcomes = await ctx.transport.run_stage(self.name, plan)
+        return self.evaluate(outcomes, ctx)
+
+
+class Facts:
+    """One node's parsed command outputs; failures become ERROR verdicts, never passes."""
+
+    def __init__(self, stage: str, outcome: NodeOutcome) -> None:
+        self.stage = stage
+        self.outcome = outcome
+        self.errors: dict[str, str] = {}
+
+    def evidence(self, *cmd_ids: str) -> tuple[str, ...]:
+        out = []
+        for c in cmd_ids:
+            r = self.outcome.results.get(c)
+            if r is not None and r.evidence:
+                out.append(r.evidence)
+        return tuple(out)
+
+    def result(self, cmd_id: str) -> CommandResult | None:
+        return self.outcome.results.get(cmd_id)
+
+    def parse(self, cmd_id: str, parser: Callable[[str], T], *, absent_rcs: tuple[int, ...] = ()) -> T | None:
+        """Parsed output of `cmd_id`; None with a reason in `errors` when it is not usable.
+
+        `absent_rcs`: exit codes meaning "not installed / not present" (recorded as absent,
+        which the check judges against the profile's `required`).
+        """
+        r = self.outcome.results.get(cmd_id)
+        if r is None:
+            self.errors[cmd_id] = (
+                f"command {cmd_id} did not run"
+                + (f" ({self.outcome.detail})" if self.outcome.detail else "")
+            )
+            return None
+        if r.timed_out:
+            self.errors[cmd_id] = f"`{r.cmd}` timed out" + (
+                f" after {r.duration_s:.1f} s" if r.duration_s else ""
+            )
+            return None
+        if r.rc in absent_rcs:
+            self.errors[cmd_id] = f"absent: `{r.cmd}` exited {r.rc}: {_first_line(r.stderr)}"
+            return None
+        if r.rc != 0:
+            self.errors[cmd_id] = f"`{r.cmd}` exited {r.rc}: {_first_line(r.stderr)}"
+            return None
+        try:
+            return parser(r.stdout)
+        except ParseError as exc:
+            self.errors[cmd_id] = f"unrecognized output of `{r.cmd}`: {exc.reason}"
+            return None
+
+    def absent(self, cmd_id: str) -> bool:
+        return self.errors.get(cmd_id, "").startswith("absent:")
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:200]
+    return "(no stderr)"
+
+
+def unreachable_verdicts(
+    stage: Stage, outcome: NodeOutcome, *, first_check_fails: bool
+) -> list[Verdict]:
+    """A node whose session never ran: every check ERROR (the reach check itself FAIL)."""
+    why = f"{outcome.reach.value}: {outcome.detail}".rstrip(": ")
+    out = []
+    for i, c in enumerate(stage.checks):
+        fail = first_check_fails and i == 0
+        out.append(
+            Verdict(
+                check=c.id,
+                node=outcome.node,
+                status=Status.FAIL if fail else Status.ERROR,
+                component="ssh",
+                observed=outcome.reach.value,
+                expected=Reach.OK.value if fail else None,
+                message=why if fail else f"not judged: node session failed ({why})",
+                remediation="check the node's power, network and sshd; then requalify"
+                if fail
+                else None,
+            )
+        )
+    return out

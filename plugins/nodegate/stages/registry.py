@@ -1,0 +1,33 @@
+"""The pipeline's stages in order (explicit registry) and the check catalogue."""
+
+from __future__ import annotations
+
+from nodegate.stages.base import CheckSpec, Stage
+from nodegate.stages.reach import STAGE as REACH
+
+# Pipeline order. Later issues append pcie_gpu, hca, roce, ib_pairs, nccl.
+STAGES: tuple[Stage, ...] = (REACH,)
+# Stage names known to the plugin as markers, including stages still to come.
+STAGE_MARKERS = ("reach", "pcie_gpu", "hca", "roce", "ib_pairs", "nccl")
+
+
+def stage(name: str) -> Stage:
+    for s in STAGES:
+        if s.name == name:
+            return s
+    raise KeyError(name)
+
+
+def checks_by_test() -> dict[str, tuple[Stage, CheckSpec]]:
+    """pytest test function name -> (stage, check). Names are unique across stages."""
+    out: dict[str, tuple[Stage, CheckSpec]] = {}
+    for s in STAGES:
+        for c in s.checks:
+            if c.test in out:
+                raise RuntimeError(f"test name {c.test} used by two checks")
+            out[c.test] = (s, c)
+    return out
+
+
+def checks_by_id() -> dict[str, tuple[Stage, CheckSpec]]:
+    return {c.id: (s, c) for s in STAGES for c in s.checks}

@@ -1,0 +1,85 @@
+"""The transport interface: run one stage's commands on many nodes, one session per node."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from nodegate.model import CommandSpec, NodeOutcome, Reach
+from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.script import build_script, parse_frames
+
+OnOutcome = Callable[[NodeOutcome], None]
+
+
+class Transport(abc.ABC):
+    """Runs stage scripts on nodes. Outcomes are data; no exception escapes `run_stage`."""
+
+    name = "abstract"
+
+    def __init__(self, *, fanout: int = 256, evidence: EvidenceWriter | None = None) -> None:
+        if fanout < 1:
+            raise ValueError("fanout must be >= 1")
+        self.fanout = fanout
+        self.evidence = evidence
+        self._sem: asyncio.Semaphore | None = None
+
+    @property
+    def sem(self) -> asyncio.Semaphore:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.fanout)
+        return self._sem
+
+    @abc.abstractmethod
+    async def _session(self, node: str, script_text: str, deadline_s: float) -> tuple[
+        Reach, str, str, int
+    ]:
+        """Run `script_text` on `node`: (reach, stdout, detail, connections opened)."""
+
+    async def run_node(self, node: str, stage: str, specs: Sequence[CommandSpec]) -> NodeOutcome:
+        """One round trip: all of `specs` in one session on `node`."""
+        script = build_script(specs)
+        t0 = time.monotonic()
+        async with self.sem:
+            try:
+                reach, stdout, detail, connects = await self._session(
+                    node, script.text, script.deadline_s
+                )
+            except Exception as exc:  # noqa: BLE001 - a transport bug must not lose the fleet
+                reach, stdout, detail, connects = Reach.ERROR, "", f"{type(exc).__name__}: {exc}", 0
+        results, complete = parse_frames(script, stdout)
+        if reach is Reach.OK and not complete:
+            detail = detail or "session ended before every command reported"
+        outcome = NodeOutcome(
+            node=node,
+            reach=reach,
+            results=results,
+            detail=detail,
+            duration_s=round(time.monotonic() - t0, 6),
+            connects=connects,
+        )
+        if self.evidence is not None:
+            outcome = self.evidence.record(stage, outcome)
+        return outcome
+
+    async def run_stage(
+        self,
+        stage: str,
+        plan: Mapping[str, Sequence[CommandSpec]],
+        on_outcome: OnOutcome | None = None,
+    ) -> dict[str, NodeOutcome]:
+        """Run each node's commands concurrently (bounded by fanout); sorted by node."""
+
+        async def one(node: str) -> NodeOutcome:
+            out = await self.run_node(node, stage, plan[node])
+            if on_outcome is not None:
+                on_outcome(out)
+            return out
+
+        outs = await asyncio.gather(*(one(n) for n in plan))
+        return {o.node: o for o in outs}
+
+    async def close(self) -> None:
+        """Release connections; the default transport holds none."""

@@ -1,0 +1,117 @@
+"""Local and replay transports."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach
+from nodegate.transport.base import Transport
+from nodegate.transport.evidence import EvidenceWriter, read_command, read_session
+from nodegate.transport.script import LAUNCHER
+
+
+async def read_until(stream: asyncio.StreamReader, deadline: float) -> tuple[str, bool]:
+    """Read a stream to EOF or until the monotonic `deadline`; (text so far, timed_out)."""
+    chunks: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return b"".join(chunks).decode("utf-8", "replace"), True
+        try:
+            chunk = await asyncio.wait_for(stream.read(65536), left)
+        except asyncio.TimeoutError:
+            return b"".join(chunks).decode("utf-8", "replace"), True
+        if not chunk:
+            return b"".join(chunks).decode("utf-8", "replace"), False
+        chunks.append(chunk)
+
+
+class LocalTransport(Transport):
+    """Runs stage scripts on this machine (for capture on a GPU box, and for tests)."""
+
+    name = "local"
+
+    async def _session(self, node: str, script_text: str, deadline_s: float) -> tuple[
+        Reach, str, str, int
+    ]:
+        proc = await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            LAUNCHER,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(script_text.encode())
+        await proc.stdin.drain()
+        proc.stdin.close()
+        out, timed_out = await read_until(proc.stdout, time.monotonic() + deadline_s)
+        if timed_out:
+            # The script's children (the hung command) hold the pipe: end the whole group.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        if timed_out:
+            return Reach.TIMEOUT, out, f"session exceeded its {deadline_s:g} s deadline", 0
+        return Reach.OK, out, "", 0
+
+
+class ReplayTransport(Transport):
+    """Answers from a captured bundle (any run's raw/ directory); runs nothing."""
+
+    name = "replay"
+
+    def __init__(self, bundle: str | Path, *, evidence: EvidenceWriter | None = None) -> None:
+        super().__init__(fanout=1024, evidence=evidence)
+        self.bundle = Path(bundle)
+        if not self.bundle.is_dir():
+            raise FileNotFoundError(f"replay bundle {self.bundle} is not a directory")
+
+    async def _session(self, node: str, script_text: str, deadline_s: float) -> tuple[
+        Reach, str, str, int
+    ]:
+        raise NotImplementedError  # run_node is overridden: a replay has no script
+
+    async def run_node(self, node: str, stage: str, specs: Sequence[CommandSpec]) -> NodeOutcome:
+        sess = read_session(self.bundle, node, stage)
+        if sess is None:
+            outcome = NodeOutcome(
+                node, Reach.ERROR, {}, f"no capture of stage {stage!r} for {node} in {self.bundle}"
+            )
+        else:
+            reach, detail = sess
+            results: dict[str, CommandResult] = {}
+            missing: list[str] = []
+            for spec in specs:
+                doc = read_command(self.bundle, node, stage, spec.id)
+                if doc is None:
+                    missing.append(spec.id)
+                    continue
+                if doc.get("cmd") != spec.cmd:
+                    # The check now runs a different command than the one captured: the
+                    # captured output is not evidence for it.
+                    missing.append(f"{spec.id} (captured command differs)")
+                    continue
+                results[spec.id] = CommandResult(
+                    id=spec.id,
+                    cmd=spec.cmd,
+                    rc=doc.get("rc"),
+                    stdout=doc.get("stdout", ""),
+                    stderr=doc.get("stderr", ""),
+                    duration_s=doc.get("duration_s"),
+                    timed_out=bool(doc.get("timed_out", False)),
+                )
+            if missing and reach is Reach.OK:
+                detail = "not in the capture: " + ", ".join(missing)
+            outcome = NodeOutcome(node, reach, results, detail)
+        if self.evidence is not None:
+            outcome = self.evidence.record(stage, outcome)
+        return outcome

@@ -1,0 +1,111 @@
+"""Simulated fleets with real OpenSSH sshd on loopback, and a runner for the suites."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from nodegate.sim.fleet import Fleet, build_fleet, find_sshd
+
+REPO = Path(__file__).resolve().parents[2]
+_subnets = itertools.count(0)
+
+
+def _subnet() -> str:
+    # One /16 per fleet, distinct per xdist worker too, so fleets never share an address.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    w = int(worker[2:]) if worker[2:].isdigit() else 0
+    return f"127.{100 + w * 20 + next(_subnets)}"
+
+
+@pytest.fixture(scope="session")
+def sshd_available() -> None:
+    try:
+        find_sshd()
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"integration tests need OpenSSH sshd: {exc}")
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    run_dir: Path
+
+    @property
+    def admission(self) -> dict[str, Any]:
+        return json.loads((self.run_dir / "admission.json").read_text())
+
+    @property
+    def verdicts(self) -> dict[str, Any]:
+        return json.loads((self.run_dir / "verdicts.json").read_text())
+
+    def rejected(self) -> dict[str, list[dict[str, Any]]]:
+        return {n: d["reasons"] for n, d in self.admission["nodes"].items() if not d["admitted"]}
+
+    def admitted(self) -> list[str]:
+        return [n for n, d in self.admission["nodes"].items() if d["admitted"]]
+
+
+@dataclass
+class SimFleet:
+    fleet: Fleet
+    tmp: Path
+
+    @property
+    def inventory(self) -> Path:
+        return self.fleet.root / "inventory.yaml"
+
+    def model(self) -> dict[str, Any]:
+        return self.fleet.model()
+
+    def run(self, *args: str, inventory: Path | None = None, timeout: float = 300) -> Run:
+        """`pytest suites --inventory <fleet>` in a subprocess, as an operator runs it."""
+        run_id = f"t{next(_subnets)}-{os.getpid()}"
+        reports = self.tmp / "reports"
+        cmd = [
+            sys.executable, "-m", "pytest", str(REPO / "suites"),
+            f"--inventory={inventory or self.inventory}",
+            f"--reports-dir={reports}", f"--run-id={run_id}",
+            "-p", "no:cacheprovider", "-q", f"--rootdir={REPO}", *args,
+        ]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.tmp)
+        return Run(p.returncode, p.stdout + p.stderr, reports / run_id)
+
+
+@pytest.fixture
+def sim_fleet(tmp_path: Path, sshd_available: None):
+    """Factory: sim_fleet(model_dict) -> a started SimFleet, stopped at teardown."""
+    started: list[Fleet] = []
+
+    def make(model: dict[str, Any]) -> SimFleet:
+        mpath = tmp_path / f"model-{len(started)}.yaml"
+        mpath.write_text(yaml.safe_dump(model))
+        fleet = build_fleet(mpath, tmp_path / f"fleet-{len(started)}", subnet=_subnet())
+        started.append(fleet)
+        fleet.start()
+        return SimFleet(fleet, tmp_path)
+
+    yield make
+    for f in started:
+        f.stop()
+
+
+def base_model(n: int = 8, **extra: Any) -> dict[str, Any]:
+    """A healthy fleet model of `n` nodes matching the generic-hgx-h100 profile."""
+    doc = yaml.safe_load((REPO / "inventories" / "sim" / "demo.yaml").read_text())
+    doc.pop("overrides", None)
+    doc.pop("faults", None)
+    doc["name"] = "test"
+    doc["nodes"] = f"gpu[001-{n:03d}]"
+    doc.update(extra)
+    return doc

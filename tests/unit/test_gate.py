@@ -1,0 +1,83 @@
+"""The gate fails closed: only checks that ran and passed admit a node."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+
+from nodegate.engine import RunResult
+from nodegate.gate import admission_doc, admission_schema, decide
+from nodegate.model import Status, Verdict
+from nodegate.report import fold_reasons
+
+SEL = [("reach.ssh", "gpu1"), ("reach.kernel.version", "gpu1"),
+       ("reach.ssh", "gpu2"), ("reach.kernel.version", "gpu2")]
+
+
+def result(*verdicts: Verdict) -> RunResult:
+    r = RunResult()
+    for v in verdicts:
+        r.add(v)
+    return r
+
+
+def doc_for(res: RunResult, outcomes=None):
+    d = decide(SEL, res, {"gpu1": "p", "gpu2": "p"}, {}, outcomes)
+    return admission_doc(d, ["gpu1", "gpu2"], {
+        "run_id": "r", "started_at": "2026-11-29T00:00:00+00:00",
+        "finished_at": "2026-11-29T00:00:01+00:00", "inventory": "i.yaml", "transport": "ssh",
+        "stages": ["reach"]}, [c for c, _ in SEL])
+
+
+def all_pass() -> list[Verdict]:
+    return [Verdict(c, n, Status.PASS) for c, n in SEL]
+
+
+def test_all_pass_admits():
+    doc = doc_for(result(*all_pass()))
+    assert doc["summary"] == {"nodes": 2, "admitted": 2, "rejected": 0}
+
+
+@pytest.mark.parametrize("status", [Status.FAIL, Status.ERROR, Status.SKIP])
+def test_any_non_pass_rejects(status):
+    vs = all_pass()
+    vs[1] = Verdict("reach.kernel.version", "gpu1", status, "kernel", "x", "y", message="m")
+    doc = doc_for(result(*vs))
+    assert not doc["nodes"]["gpu1"]["admitted"] and doc["nodes"]["gpu2"]["admitted"]
+    assert doc["nodes"]["gpu1"]["reasons"][0]["status"] == status.value
+
+
+def test_missing_verdict_is_not_run():
+    doc = doc_for(result(*all_pass()[:-1]))
+    r = doc["nodes"]["gpu2"]["reasons"]
+    assert [x["status"] for x in r] == ["not_run"] and not doc["nodes"]["gpu2"]["admitted"]
+
+
+def test_one_failing_component_among_passing_ones_rejects():
+    vs = all_pass() + [Verdict("reach.kernel.version", "gpu2", Status.FAIL, "GPU3")]
+    doc = doc_for(result(*vs))
+    assert not doc["nodes"]["gpu2"]["admitted"]
+
+
+def test_item_not_reported_is_not_run():
+    outcomes = {k: "passed" for k in SEL}
+    del outcomes[("reach.ssh", "gpu2")]  # e.g. the session was interrupted (-x, crash)
+    doc = doc_for(result(*all_pass()), outcomes)
+    assert doc["nodes"]["gpu2"]["reasons"][0]["status"] == "not_run"
+    assert doc["nodes"]["gpu1"]["admitted"]
+
+
+def test_schema_rejects_admitted_node_with_reasons():
+    doc = doc_for(result(*all_pass()))
+    doc["nodes"]["gpu1"]["reasons"] = [{"check": "a.b", "status": "fail", "component": "",
+                                        "observed": 1, "expected": 2, "message": "m"}]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(admission_schema()).validate(doc)
+
+
+def test_fold_reasons_groups_nodes():
+    vs = all_pass()
+    vs[1] = Verdict("reach.kernel.version", "gpu1", Status.FAIL, "kernel", message="kernel 5.15.0-91")
+    vs[3] = Verdict("reach.kernel.version", "gpu2", Status.FAIL, "kernel", message="kernel 5.15.0-91")
+    lines = fold_reasons(doc_for(result(*vs)))
+    assert lines == ["gpu[1-2]: reach.kernel.version FAIL [kernel]: kernel 5.15.0-91"]

@@ -1,0 +1,51 @@
+"""Local and replay transports, and the evidence bundle they share."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from nodegate.model import CommandSpec, Reach
+from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.local import LocalTransport, ReplayTransport
+
+
+def test_local_session_writes_evidence_and_replays(tmp_path):
+    specs = [CommandSpec("hello", "echo hello"), CommandSpec("fail", "echo no >&2; exit 2"),
+             CommandSpec("hang", "sleep 20", 0.3)]
+    raw = tmp_path / "raw"
+    t = LocalTransport(evidence=EvidenceWriter(raw, "local"))
+    out = asyncio.run(t.run_stage("reach", {"localhost": specs}))["localhost"]
+    assert out.reach is Reach.OK
+    assert out.results["hello"].stdout == "hello\n"
+    assert out.results["fail"].rc == 2 and out.results["fail"].stderr == "no\n"
+    assert out.results["hang"].timed_out
+    doc = json.loads((raw / "localhost/reach/hello.json").read_text())
+    assert doc["cmd"] == "echo hello" and doc["stdout"] == "hello\n"
+    assert out.results["hello"].evidence == "raw/localhost/reach/hello.json"
+
+    rt = ReplayTransport(raw)
+    back = asyncio.run(rt.run_stage("reach", {"localhost": specs}))["localhost"]
+    assert {k: (r.rc, r.stdout, r.stderr) for k, r in back.results.items()} == {
+        k: (r.rc, r.stdout, r.stderr) for k, r in out.results.items()}
+
+
+def test_replay_refuses_a_different_command(tmp_path):
+    raw = tmp_path / "raw"
+    t = LocalTransport(evidence=EvidenceWriter(raw, "local"))
+    asyncio.run(t.run_stage("reach", {"n1": [CommandSpec("k", "uname -r")]}))
+    back = asyncio.run(ReplayTransport(raw).run_stage("reach", {"n1": [CommandSpec("k", "uname -a")]}))
+    assert "k" not in back["n1"].results and "captured command differs" in back["n1"].detail
+    missing = asyncio.run(ReplayTransport(raw).run_stage("reach", {"n2": [CommandSpec("k", "uname -r")]}))
+    assert missing["n2"].reach is Reach.ERROR
+
+
+def test_session_deadline_keeps_partial_output(tmp_path):
+    t = LocalTransport()
+
+    async def go():
+        # Bypass per-command deadlines: a session deadline shorter than the command.
+        return await t._session("x", "echo first\nsleep 5\necho never\n", 0.5)
+
+    reach, out, detail, _ = asyncio.run(go())
+    assert reach is Reach.TIMEOUT and out == "first\n" and "deadline" in detail
