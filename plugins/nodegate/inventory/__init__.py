@@ -1,0 +1,16 @@
+"""Inventory: which nodes, how to reach them, how they group (nodegate YAML, Ansible INI/YAML)."""
+
+from nodegate.inventory.loader import load_inventory
+from nodegate.inventory.model import FrozenMap, Inventory, Node, SSHSettings, natural_key
+from nodegate.inventory.sshconfig import ResolvedHost, SSHConfig
+
+__all__ = [
+    "FrozenMap",
+    "Inventory",
+    "Node",
+    "ResolvedHost",
+    "SSHConfig",
+    "SSHSettings",
+    "load_inventory",
+    "natural_key",
+]
