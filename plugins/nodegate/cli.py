@@ -35,13 +35,22 @@ def cmd_sim(args: argparse.Namespace) -> int:
         st = fleet.status()
         print(f"started: {st.running} sshd daemons, {st.listening} node addresses listening")
         print(f"  inventory:  {fleet.root / 'inventory.yaml'}")
-        print(f"  ssh_config: {fleet.root / 'ssh_config'}   (ssh -F {fleet.root / 'ssh_config'} <node>)")
+        print(
+            f"  ssh_config: {fleet.root / 'ssh_config'}"
+            f"   (ssh -F {fleet.root / 'ssh_config'} <node>)"
+        )
     elif args.action == "stop":
         print(f"stopped {fleet.stop()} sshd daemons of {fleet.root}")
     elif args.action == "status":
         st = fleet.status()
-        print(json.dumps(st.__dict__ if hasattr(st, "__dict__") else {
-            k: getattr(st, k) for k in st.__slots__}, indent=1))
+        print(
+            json.dumps(
+                st.__dict__
+                if hasattr(st, "__dict__")
+                else {k: getattr(st, k) for k in st.__slots__},
+                indent=1,
+            )
+        )
         return 0 if st.running == st.daemons and st.daemons else 3
     return 0
 
@@ -50,7 +59,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Start a simulated fleet with faults, qualify it over real SSH, stop it."""
     import pytest
 
-    from nodegate.sim.fleet import Fleet, build_fleet
+    from nodegate.sim.fleet import build_fleet
 
     root = Path(args.dir)
     model = args.model or str(_repo_path("inventories", "sim", "demo.yaml"))
@@ -64,8 +73,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
             str(_repo_path("suites")),
             f"--inventory={fleet.root / 'inventory.yaml'}",
             f"--rootdir={_repo_path()}",
-            "-p", "no:cacheprovider",
-            "-q", "--no-header", "-rN",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--no-header",
+            "-rN",
+            "--tb=no",
+            # nodegate is imported by this CLI before pytest starts; nothing to rewrite in it.
+            "-W",
+            "ignore::pytest.PytestAssertRewriteWarning",
             *args.pytest_args,
         ]
         print("  pytest " + " ".join(pytest_args), flush=True)
@@ -79,7 +95,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     reports = _repo_path("reports", "latest")
     if reports.exists():
         print(f"reports: {reports.resolve()}  (admission.json, junit.xml, verdicts.json, raw/)")
-    print(f"exit code {rc} ({'all admitted' if rc == 0 else 'some nodes rejected' if rc == 1 else 'error'})")
+    print(f"exit code {rc} ({ {0: 'all admitted', 1: 'some nodes rejected'}.get(rc, 'error') })")
     return rc
 
 
@@ -89,6 +105,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     from nodegate.profiles import ProfileLibrary
     from nodegate.stages.base import PassiveStage
     from nodegate.stages.registry import stage
+    from nodegate.transport.base import Transport
     from nodegate.transport.evidence import EvidenceWriter
 
     inv = load_inventory(args.inventory)
@@ -96,7 +113,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     lib = ProfileLibrary([*(args.profiles_dir or []), str(_repo_path("inventories", "profiles"))])
     out = Path(args.out)
     ev = EvidenceWriter(out, args.transport)
-    transport: object
+    transport: Transport
     if args.transport == "local":
         from nodegate.transport.local import LocalTransport
 
@@ -104,8 +121,9 @@ def cmd_capture(args: argparse.Namespace) -> int:
     else:
         from nodegate.transport.ssh import SSHTransport
 
-        transport = SSHTransport(nodes, fanout=args.fanout, evidence=ev,
-                                 accept_new_hostkeys=args.accept_new_hostkeys)
+        transport = SSHTransport(
+            nodes, fanout=args.fanout, evidence=ev, accept_new_hostkeys=args.accept_new_hostkeys
+        )
 
     async def go() -> int:
         bad = 0
@@ -113,22 +131,28 @@ def cmd_capture(args: argparse.Namespace) -> int:
             for name in args.stages.split(","):
                 st = stage(name.strip())
                 if not isinstance(st, PassiveStage):
-                    raise ConfigError(f"stage {name} is active; only passive stages can be captured")
+                    raise ConfigError(
+                        f"stage {name} is active; only passive stages can be captured"
+                    )
                 plan = {}
                 for n in nodes:
                     prof = lib.get(args.profile or n.profile or "")
                     plan[n.name] = st.commands(n, prof)
-                outs = await transport.run_stage(st.name, plan)  # type: ignore[attr-defined]
+                outs = await transport.run_stage(st.name, plan)
                 for o in outs.values():
-                    print(f"{o.node} {st.name}: {o.reach.value} {len(o.results)} commands {o.detail}")
+                    print(
+                        f"{o.node} {st.name}: {o.reach.value} {len(o.results)} commands {o.detail}"
+                    )
                     bad += o.reach.value != "ok"
         finally:
-            await transport.close()  # type: ignore[attr-defined]
+            await transport.close()
         return 1 if bad else 0
 
     rc = asyncio.run(go())
-    print(f"bundle: {out}  (replay: pytest suites --inventory {args.inventory} "
-          f"--transport replay --replay {out})")
+    print(
+        f"bundle: {out}  (replay: pytest suites --inventory {args.inventory} "
+        f"--transport replay --replay {out})"
+    )
     return rc
 
 

@@ -30,8 +30,9 @@ class LoopThread:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="nodegate-loop",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="nodegate-loop", daemon=True
+        )
         self._thread.start()
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
@@ -77,8 +78,11 @@ class RunResult:
     @classmethod
     def read(cls, run_dir: Path) -> RunResult:
         doc = json.loads((run_dir / VERDICTS_FILE).read_text(encoding="utf-8"))
-        r = cls(stages_run=list(doc["stages_run"]), timings=dict(doc["timings_s"]),
-                connections=int(doc.get("connections", 0)))
+        r = cls(
+            stages_run=list(doc["stages_run"]),
+            timings=dict(doc["timings_s"]),
+            connections=int(doc.get("connections", 0)),
+        )
         for d in doc["verdicts"]:
             r.add(Verdict.from_json(d))
         return r
@@ -138,7 +142,7 @@ class Engine:
                     result.add(v)
             result.timings[stage.name] = round(time.monotonic() - t0, 3)
             result.stages_run.append(stage.name)
-            for (check, node), vs in result.verdicts.items():
+            for (_check, node), vs in result.verdicts.items():
                 bad = [v for v in vs if v.status is not Status.PASS]
                 if bad and node not in blocked:
                     blocked[node] = f"{bad[0].check} {bad[0].status.value} in an earlier stage"

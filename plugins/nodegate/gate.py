@@ -55,7 +55,9 @@ class NodeDecision:
 
     @property
     def admitted(self) -> bool:
-        return not self.reasons and self.checks_total > 0 and self.checks_passed == self.checks_total
+        return (
+            not self.reasons and self.checks_total > 0 and self.checks_passed == self.checks_total
+        )
 
 
 def decide(
@@ -75,18 +77,38 @@ def decide(
         d.checks_total += 1
         vs = result.for_item(check, node)
         if not vs:
-            d.reasons.append(Reason(check, "not_run", "", None, None,
-                                    "check produced no verdict (did not run)"))
+            d.reasons.append(
+                Reason(check, "not_run", "", None, None, "check produced no verdict (did not run)")
+            )
             continue
         bad = [v for v in vs if v.status is not Status.PASS]
         for v in bad:
-            d.reasons.append(Reason(v.check, v.status.value, v.component, v.observed, v.expected,
-                                    v.message, v.unit, v.remediation, v.evidence))
+            d.reasons.append(
+                Reason(
+                    v.check,
+                    v.status.value,
+                    v.component,
+                    v.observed,
+                    v.expected,
+                    v.message,
+                    v.unit,
+                    v.remediation,
+                    v.evidence,
+                )
+            )
         if item_outcomes is not None and not bad:
             outcome = item_outcomes.get((check, node))
             if outcome != "passed":
-                d.reasons.append(Reason(check, "not_run", "", None, None,
-                                        f"test item did not pass (outcome: {outcome or 'not run'})"))
+                d.reasons.append(
+                    Reason(
+                        check,
+                        "not_run",
+                        "",
+                        None,
+                        None,
+                        f"test item did not pass (outcome: {outcome or 'not run'})",
+                    )
+                )
                 continue
         if not bad:
             d.checks_passed += 1
@@ -112,7 +134,11 @@ def admission_doc(
         "schema_version": 1,
         **meta,
         "checks": sorted(set(checks)),
-        "summary": {"nodes": len(ordered), "admitted": admitted, "rejected": len(ordered) - admitted},
+        "summary": {
+            "nodes": len(ordered),
+            "admitted": admitted,
+            "rejected": len(ordered) - admitted,
+        },
         "nodes": {
             n: {
                 "admitted": decisions[n].admitted,

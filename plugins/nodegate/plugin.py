@@ -71,7 +71,11 @@ OPTIONS: list[tuple[str, dict[str, Any], str]] = [
     ("--profiles-dir", {"metavar": "DIR", "action": "append"}, "extra profile directory"),
     ("--fanout", {"type": int, "metavar": "N"}, "concurrent node sessions (default 256)"),
     ("--connect-timeout", {"type": float, "metavar": "S"}, "SSH connect deadline in seconds"),
-    ("--accept-new-hostkeys", {"action": "store_true"}, "trust unknown host keys (never mismatches)"),
+    (
+        "--accept-new-hostkeys",
+        {"action": "store_true"},
+        "trust unknown host keys (never mismatches)",
+    ),
     ("--transport", {"choices": ["ssh", "local", "replay"]}, "how to reach nodes (default ssh)"),
     ("--replay", {"metavar": "DIR"}, "bundle to answer from with --transport replay"),
     ("--reports-dir", {"metavar": "DIR"}, "where run directories go (default reports/)"),
@@ -123,7 +127,10 @@ def _build_state(config: pytest.Config, inv_path: str, workerinput: Any) -> RunS
     nodes = list(inventory.select(_opt(config, "--nodes")))
     if not nodes:
         raise ConfigError(f"{inv_path}: the node selection is empty")
-    dirs = [*(_opt(config, "--profiles-dir") or []), str(Path(config.rootpath) / "inventories" / "profiles")]
+    dirs = [
+        *(_opt(config, "--profiles-dir") or []),
+        str(Path(config.rootpath) / "inventories" / "profiles"),
+    ]
     if isinstance(dirs[0], str) and "\n" in dirs[0]:
         dirs = [d for d in dirs[0].split() if d] + dirs[1:]
     lib = ProfileLibrary(dirs)
@@ -145,15 +152,27 @@ def _build_state(config: pytest.Config, inv_path: str, workerinput: Any) -> RunS
         run_dir = reports / run_id
     transport = _opt(config, "--transport", "ssh")
     if transport == "replay" and not _opt(config, "--replay"):
-        raise ConfigError("--transport replay needs --replay DIR (a capture bundle or a run's raw/)")
-    return RunState(config, inventory, nodes, profiles, run_dir.resolve(), run_id, transport,
-                    workerinput is not None)
+        raise ConfigError(
+            "--transport replay needs --replay DIR (a capture bundle or a run's raw/)"
+        )
+    return RunState(
+        config,
+        inventory,
+        nodes,
+        profiles,
+        run_dir.resolve(),
+        run_id,
+        transport,
+        workerinput is not None,
+    )
 
 
 # -- collection --------------------------------------------------------------------------
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     uses_check = "nodegate_check" in metafunc.fixturenames
-    uses_node = "node" in metafunc.fixturenames and metafunc.definition.path.name.startswith("test_")
+    uses_node = "node" in metafunc.fixturenames and metafunc.definition.path.name.startswith(
+        "test_"
+    )
     if not (uses_check or uses_node):
         return
     state = metafunc.config.stash.get(STATE, None)
@@ -192,7 +211,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state = session.config.stash.get(STATE, None)
     if state is None or state.is_worker or session.config.option.collectonly:
         return
-    if getattr(session.config.option, "numprocesses", None) or getattr(session.config.option, "dist", "no") != "no":
+    if (
+        getattr(session.config.option, "numprocesses", None)
+        or getattr(session.config.option, "dist", "no") != "no"
+    ):
         return  # xdist controller: runs from pytest_xdist_node_collection_finished
     _run_engine(state, [i.nodeid for i in session.items])
 
@@ -208,8 +230,9 @@ def _run_engine(state: RunState, nodeids: Iterable[str]) -> None:
     state.loop = LoopThread()
     state.transport = _make_transport(state)
     names = {n for _, n in keys}
-    engine = Engine([n for n in state.nodes if n.name in names], state.profiles, state.transport,
-                    state.run_dir)
+    engine = Engine(
+        [n for n in state.nodes if n.name in names], state.profiles, state.transport, state.run_dir
+    )
     state.result = state.loop.call(engine.run(engine_keys))
     state.result.write(state.run_dir)
 
@@ -263,8 +286,10 @@ class CheckView:
     def assert_pass(self) -> None:
         __tracebackhide__ = True
         if not self.verdicts:
-            pytest.fail(f"{self.check} on {self.node}: no verdict (did not run) - fail closed",
-                        pytrace=False)
+            pytest.fail(
+                f"{self.check} on {self.node}: no verdict (did not run) - fail closed",
+                pytrace=False,
+            )
         bad = [v for v in self.verdicts if v.status is not Status.PASS]
         if bad and all(v.status is Status.SKIP for v in bad):
             pytest.skip(bad[0].message)
@@ -273,7 +298,10 @@ class CheckView:
 
 
 def _describe(v: Verdict) -> str:
-    parts = [f"{v.status.value.upper()} {v.check} {v.node}" + (f" [{v.component}]" if v.component else "")]
+    parts = [
+        f"{v.status.value.upper()} {v.check} {v.node}"
+        + (f" [{v.component}]" if v.component else "")
+    ]
     if v.observed is not None or v.expected is not None:
         unit = f" {v.unit}" if v.unit else ""
         parts.append(f"  observed: {v.observed}{unit}  expected: {v.expected}{unit}")
@@ -291,7 +319,9 @@ def nodegate_check(request: pytest.FixtureRequest, nodegate_node: str) -> CheckV
     """The verdicts of this item's (check, node), computed once for the whole run."""
     state: RunState = request.config.stash[STATE]
     entry = checks_by_test()[request.function.__name__]
-    return CheckView(entry[1].id, nodegate_node, state.load_result().for_item(entry[1].id, nodegate_node))
+    return CheckView(
+        entry[1].id, nodegate_node, state.load_result().for_item(entry[1].id, nodegate_node)
+    )
 
 
 class NodeHandle:
@@ -307,7 +337,9 @@ class NodeHandle:
             st.loop = LoopThread()
             st.transport = _make_transport(st)
         assert st.transport is not None
-        out = st.loop.call(st.transport.run_node(self.name, "site", [CommandSpec("cmd", cmd, timeout_s)]))
+        out = st.loop.call(
+            st.transport.run_node(self.name, "site", [CommandSpec("cmd", cmd, timeout_s)])
+        )
         r = out.result("cmd")
         if r is None:
             pytest.fail(f"{self.name}: {out.reach.value}: {out.detail}", pytrace=False)
@@ -385,7 +417,9 @@ def _admission(state: RunState) -> dict[str, Any]:
         "transport": state.transport_kind,
         "stages": state.result.stages_run,
     }
-    return admission_doc(decisions, [n.name for n in state.nodes], meta, (c for c, _ in state.selected))
+    return admission_doc(
+        decisions, [n.name for n in state.nodes], meta, (c for c, _ in state.selected)
+    )
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

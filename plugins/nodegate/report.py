@@ -18,9 +18,11 @@ def fold_reasons(doc: Mapping[str, Any], *, primary_only: bool = True) -> list[s
     for node, d in doc["nodes"].items():
         reasons = d["reasons"]
         if primary_only:
-            causes = [r for r in reasons if r["status"] == "fail"] or [
-                r for r in reasons if r["status"] == "error"
-            ] or reasons
+            causes = (
+                [r for r in reasons if r["status"] == "fail"]
+                or [r for r in reasons if r["status"] == "error"]
+                or reasons
+            )
             # An unjudged check after a failed session repeats the session's failure.
             causes = [r for r in causes if not r["message"].startswith("not judged:")] or causes
         else:

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from nodegate.sim.fleet import Fleet, build_fleet, find_sshd
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,10 +72,18 @@ class SimFleet:
         run_id = f"t{next(_subnets)}-{os.getpid()}"
         reports = self.tmp / "reports"
         cmd = [
-            sys.executable, "-m", "pytest", str(REPO / "suites"),
+            sys.executable,
+            "-m",
+            "pytest",
+            str(REPO / "suites"),
             f"--inventory={inventory or self.inventory}",
-            f"--reports-dir={reports}", f"--run-id={run_id}",
-            "-p", "no:cacheprovider", "-q", f"--rootdir={REPO}", *args,
+            f"--reports-dir={reports}",
+            f"--run-id={run_id}",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            f"--rootdir={REPO}",
+            *args,
         ]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.tmp)
         return Run(p.returncode, p.stdout + p.stderr, reports / run_id)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import junitparser
 import pytest
-
 from nodegate.gate import admission_schema
-from tests.integration.conftest import base_model
 
-import jsonschema
+from tests.integration.conftest import base_model
 
 pytestmark = pytest.mark.integration
 
@@ -24,8 +23,10 @@ def reason_checks(reasons):
 def test_32_nodes_4_faults_exactly_those_rejected(sim_fleet):
     model = base_model(
         32,
-        overrides={"gpu017": {"kernel": "5.15.0-91-generic"},
-                   "gpu024": {"nvidia_driver": "525.147.05"}},
+        overrides={
+            "gpu017": {"kernel": "5.15.0-91-generic"},
+            "gpu024": {"nvidia_driver": "525.147.05"},
+        },
         faults={"gpu003": ["unreachable"], "gpu012": [{"missing": "ofed_info"}]},
     )
     fleet = sim_fleet(model)
@@ -61,22 +62,27 @@ def test_32_nodes_4_faults_exactly_those_rejected(sim_fleet):
     assert any(c.name == "test_kernel_uniform[gpu017]" and not c.is_passed for c in cases)
     # folded terminal summary
     assert "REJECTED gpu[003,012,017,024]" in run.stdout
-    assert "gpu017: reach.kernel.uniform FAIL [kernel]: kernel 5.15.0-91-generic differs from fleet 5.15.0-105-generic" in run.stdout
+    assert (
+        "gpu017: reach.kernel.uniform FAIL [kernel]: "
+        "kernel 5.15.0-91-generic differs from fleet 5.15.0-105-generic" in run.stdout
+    )
     # exactly one SSH connection per reachable node
     assert run.verdicts["connections"] == 31
 
 
 def test_transport_faults_are_outcomes(sim_fleet):
-    fleet = sim_fleet(base_model(
-        8,
-        faults={
-            "gpu002": [{"hang": "uname"}],
-            "gpu003": ["auth_refused"],
-            "gpu004": ["hostkey_mismatch"],
-            "gpu005": [{"garbage": "cat"}],
-            "gpu006": [{"slow": "1"}],
-        },
-    ))
+    fleet = sim_fleet(
+        base_model(
+            8,
+            faults={
+                "gpu002": [{"hang": "uname"}],
+                "gpu003": ["auth_refused"],
+                "gpu004": ["hostkey_mismatch"],
+                "gpu005": [{"garbage": "cat"}],
+                "gpu006": [{"slow": "1"}],
+            },
+        )
+    )
     run = fleet.run()
     assert run.rc == 1, run.stdout
     rej = run.rejected()
@@ -103,9 +109,12 @@ def test_all_healthy_exit_0_and_xdist_same_verdicts(sim_fleet):
     serial = fleet.run()
     parallel = fleet.run("-n", "2")
     assert serial.rc == parallel.rc == 1
+
     def key(run):
-        return sorted((v["check"], v["node"], v["status"], v["message"])
-                      for v in run.verdicts["verdicts"])
+        return sorted(
+            (v["check"], v["node"], v["status"], v["message"]) for v in run.verdicts["verdicts"]
+        )
+
     assert key(serial) == key(parallel)
     assert serial.admission["nodes"].keys() == parallel.admission["nodes"].keys()
     # xdist does not multiply connections: one per node, opened by the controller
@@ -138,7 +147,9 @@ def test_replay_rejudges_offline(sim_fleet):
 def test_bad_inventory_and_unknown_profile_are_usage_errors(sim_fleet, tmp_path):
     fleet = sim_fleet(base_model(2))
     bad = tmp_path / "bad.yaml"
-    bad.write_text(fleet.inventory.read_text().replace("connect_timeout: 10", "connect_timeout: -3"))
+    bad.write_text(
+        fleet.inventory.read_text().replace("connect_timeout: 10", "connect_timeout: -3")
+    )
     run = fleet.run(inventory=bad)
     assert run.rc == 4
     assert "bad.yaml" in run.stdout and "connect_timeout" in run.stdout

@@ -40,6 +40,6 @@ def check_expected(parser_name: str, fixture: str, facts: Any) -> None:
     if os.environ.get("NODEGATE_REGEN_EXPECTED") == "1":
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    assert path.exists(), f"no expected facts at {path}; regenerate (NODEGATE_REGEN_EXPECTED=1), review"
+    assert path.exists(), f"no expected facts at {path} (NODEGATE_REGEN_EXPECTED=1)"
     want = json.loads(path.read_text(encoding="utf-8"))
     assert got == want

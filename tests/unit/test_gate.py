@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-
 from nodegate.engine import RunResult
 from nodegate.gate import admission_doc, admission_schema, decide
 from nodegate.model import Status, Verdict
 from nodegate.report import fold_reasons
 
-SEL = [("reach.ssh", "gpu1"), ("reach.kernel.version", "gpu1"),
-       ("reach.ssh", "gpu2"), ("reach.kernel.version", "gpu2")]
+SEL = [
+    ("reach.ssh", "gpu1"),
+    ("reach.kernel.version", "gpu1"),
+    ("reach.ssh", "gpu2"),
+    ("reach.kernel.version", "gpu2"),
+]
 
 
 def result(*verdicts: Verdict) -> RunResult:
@@ -23,10 +26,19 @@ def result(*verdicts: Verdict) -> RunResult:
 
 def doc_for(res: RunResult, outcomes=None):
     d = decide(SEL, res, {"gpu1": "p", "gpu2": "p"}, {}, outcomes)
-    return admission_doc(d, ["gpu1", "gpu2"], {
-        "run_id": "r", "started_at": "2026-11-29T00:00:00+00:00",
-        "finished_at": "2026-11-29T00:00:01+00:00", "inventory": "i.yaml", "transport": "ssh",
-        "stages": ["reach"]}, [c for c, _ in SEL])
+    return admission_doc(
+        d,
+        ["gpu1", "gpu2"],
+        {
+            "run_id": "r",
+            "started_at": "2026-11-29T00:00:00+00:00",
+            "finished_at": "2026-11-29T00:00:01+00:00",
+            "inventory": "i.yaml",
+            "transport": "ssh",
+            "stages": ["reach"],
+        },
+        [c for c, _ in SEL],
+    )
 
 
 def all_pass() -> list[Verdict]:
@@ -69,15 +81,27 @@ def test_item_not_reported_is_not_run():
 
 def test_schema_rejects_admitted_node_with_reasons():
     doc = doc_for(result(*all_pass()))
-    doc["nodes"]["gpu1"]["reasons"] = [{"check": "a.b", "status": "fail", "component": "",
-                                        "observed": 1, "expected": 2, "message": "m"}]
+    doc["nodes"]["gpu1"]["reasons"] = [
+        {
+            "check": "a.b",
+            "status": "fail",
+            "component": "",
+            "observed": 1,
+            "expected": 2,
+            "message": "m",
+        }
+    ]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(admission_schema()).validate(doc)
 
 
 def test_fold_reasons_groups_nodes():
     vs = all_pass()
-    vs[1] = Verdict("reach.kernel.version", "gpu1", Status.FAIL, "kernel", message="kernel 5.15.0-91")
-    vs[3] = Verdict("reach.kernel.version", "gpu2", Status.FAIL, "kernel", message="kernel 5.15.0-91")
+    vs[1] = Verdict(
+        "reach.kernel.version", "gpu1", Status.FAIL, "kernel", message="kernel 5.15.0-91"
+    )
+    vs[3] = Verdict(
+        "reach.kernel.version", "gpu2", Status.FAIL, "kernel", message="kernel 5.15.0-91"
+    )
     lines = fold_reasons(doc_for(result(*vs)))
     assert lines == ["gpu[1-2]: reach.kernel.version FAIL [kernel]: kernel 5.15.0-91"]

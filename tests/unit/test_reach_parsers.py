@@ -2,7 +2,6 @@
 /proc/driver/nvidia/version lines as published in public bug reports and docs)."""
 
 import pytest
-
 from nodegate.errors import ParseError
 from nodegate.parsers.reach import (
     parse_nvidia_version,
@@ -21,13 +20,20 @@ ID_LIKE=debian
 HOME_URL="https://www.ubuntu.com/"
 UBUNTU_CODENAME=jammy
 """
-RHEL = 'NAME="Red Hat Enterprise Linux"\nVERSION="9.4 (Plow)"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="9.4"\n'
+RHEL = (
+    'NAME="Red Hat Enterprise Linux"\nVERSION="9.4 (Plow)"\nID="rhel"\n'
+    'ID_LIKE="fedora"\nVERSION_ID="9.4"\n'
+)
 
 
 def test_os_release():
     r = parse_os_release(UBUNTU)
     assert (r.id, r.version_id, r.pretty_name, r.id_like) == (
-        "ubuntu", "22.04", "Ubuntu 22.04.4 LTS", ("debian",))
+        "ubuntu",
+        "22.04",
+        "Ubuntu 22.04.4 LTS",
+        ("debian",),
+    )
     r = parse_os_release(RHEL)
     assert (r.id, r.version_id, r.id_like) == ("rhel", "9.4", ("fedora",))
 
@@ -35,17 +41,30 @@ def test_os_release():
 @pytest.mark.parametrize(
     "line,ver,open_",
     [
-        # Published captures (see tests/fixtures/README.md for where these lines come from).
-        ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.216.03  Thu Apr  3 01:14:19 UTC 2025",
-         "535.216.03", False),
-        ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.195.03  Release Build  "
-         "(dvs-builder@U22-I3-H04-03-1)  Sat Sep 20 00:47:16 UTC 2025", "570.195.03", True),
-        ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  515.76  Mon Sep 12 19:21:56 UTC 2022",
-         "515.76", False),
+        # As published: a gpu-monitor test fixture, a bug-report capture, a how-to capture.
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.216.03  "
+            "Thu Apr  3 01:14:19 UTC 2025",
+            "535.216.03",
+            False,
+        ),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.195.03  Release Build  "
+            "(dvs-builder@U22-I3-H04-03-1)  Sat Sep 20 00:47:16 UTC 2025",
+            "570.195.03",
+            True,
+        ),
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  515.76  Mon Sep 12 19:21:56 UTC 2022",
+            "515.76",
+            False,
+        ),
     ],
 )
 def test_nvidia_version(line, ver, open_):
-    d = parse_nvidia_version(line + "\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
+    d = parse_nvidia_version(
+        line + "\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n"
+    )
     assert (d.version, d.open_module, d.arch) == (ver, open_, "x86_64")
 
 

@@ -5,24 +5,26 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from nodegate.model import CommandSpec
 from nodegate.transport.script import LAUNCHER, build_script, parse_frames
 
 
 def run_local(specs, nonce=None):
     script = build_script(specs, nonce)
-    p = subprocess.run(["bash", "-c", LAUNCHER], input=script.text, capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run(
+        ["bash", "-c", LAUNCHER], input=script.text, capture_output=True, text=True, timeout=60
+    )
     return script, p.stdout
 
 
 def test_frames_split_stdout_stderr_rc():
-    script, out = run_local([
-        CommandSpec("a", "printf 'one\\ntwo\\n'"),
-        CommandSpec("b", "printf 'no newline'; echo err >&2; exit 3"),
-        CommandSpec("c", "true"),
-    ])
+    script, out = run_local(
+        [
+            CommandSpec("a", "printf 'one\\ntwo\\n'"),
+            CommandSpec("b", "printf 'no newline'; echo err >&2; exit 3"),
+            CommandSpec("c", "true"),
+        ]
+    )
     res, done = parse_frames(script, out)
     assert done
     assert res["a"].stdout == "one\ntwo\n" and res["a"].rc == 0 and res["a"].stderr == ""

@@ -11,8 +11,11 @@ from nodegate.transport.local import LocalTransport, ReplayTransport
 
 
 def test_local_session_writes_evidence_and_replays(tmp_path):
-    specs = [CommandSpec("hello", "echo hello"), CommandSpec("fail", "echo no >&2; exit 2"),
-             CommandSpec("hang", "sleep 20", 0.3)]
+    specs = [
+        CommandSpec("hello", "echo hello"),
+        CommandSpec("fail", "echo no >&2; exit 2"),
+        CommandSpec("hang", "sleep 20", 0.3),
+    ]
     raw = tmp_path / "raw"
     t = LocalTransport(evidence=EvidenceWriter(raw, "local"))
     out = asyncio.run(t.run_stage("reach", {"localhost": specs}))["localhost"]
@@ -27,16 +30,21 @@ def test_local_session_writes_evidence_and_replays(tmp_path):
     rt = ReplayTransport(raw)
     back = asyncio.run(rt.run_stage("reach", {"localhost": specs}))["localhost"]
     assert {k: (r.rc, r.stdout, r.stderr) for k, r in back.results.items()} == {
-        k: (r.rc, r.stdout, r.stderr) for k, r in out.results.items()}
+        k: (r.rc, r.stdout, r.stderr) for k, r in out.results.items()
+    }
 
 
 def test_replay_refuses_a_different_command(tmp_path):
     raw = tmp_path / "raw"
     t = LocalTransport(evidence=EvidenceWriter(raw, "local"))
     asyncio.run(t.run_stage("reach", {"n1": [CommandSpec("k", "uname -r")]}))
-    back = asyncio.run(ReplayTransport(raw).run_stage("reach", {"n1": [CommandSpec("k", "uname -a")]}))
+    back = asyncio.run(
+        ReplayTransport(raw).run_stage("reach", {"n1": [CommandSpec("k", "uname -a")]})
+    )
     assert "k" not in back["n1"].results and "captured command differs" in back["n1"].detail
-    missing = asyncio.run(ReplayTransport(raw).run_stage("reach", {"n2": [CommandSpec("k", "uname -r")]}))
+    missing = asyncio.run(
+        ReplayTransport(raw).run_stage("reach", {"n2": [CommandSpec("k", "uname -r")]})
+    )
     assert missing["n2"].reach is Reach.ERROR
 
 

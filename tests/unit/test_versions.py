@@ -1,5 +1,4 @@
 import pytest
-
 from nodegate.versions import check_version, numeric_key
 
 

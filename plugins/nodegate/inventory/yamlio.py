@@ -10,7 +10,7 @@ from importlib import resources
 from typing import Any
 
 import yaml
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # no stubs here
+from jsonschema import Draft202012Validator
 
 from nodegate.errors import ConfigError
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,8 +86,11 @@ def _nodeset(expr: Any, where: str) -> list[str]:
 
 def address_for(subnet: str, index: int) -> str:
     """Node `index` -> an address in 127.0.0.0/8 (`subnet` like '127.77'), skipping .0/.255."""
-    net = ipaddress.ip_network(f"{subnet}.0.0/16")
-    if not net.subnet_of(ipaddress.ip_network("127.0.0.0/8")):
+    try:
+        net = ipaddress.IPv4Network(f"{subnet}.0.0/16")
+    except ValueError:
+        raise ConfigError(f"simulated fleet subnet {subnet!r} is not like '127.77'") from None
+    if not net.subnet_of(ipaddress.IPv4Network("127.0.0.0/8")):
         raise ConfigError(f"simulated fleet subnet {subnet} is outside 127.0.0.0/8")
     hi, lo = divmod(index, 250)
     if hi > 255:
@@ -105,10 +109,12 @@ def parse_faults(raw: Any, where: str, known: Mapping[str, str]) -> tuple[Fault,
             kind, _, arg = item.partition(":")
             f = Fault(kind.strip(), arg.strip() or None)
         elif isinstance(item, Mapping) and len(item) == 1:
-            (k, v), = item.items()
+            ((k, v),) = item.items()
             f = Fault(str(k), None if v is None else str(v))
         else:
-            raise ConfigError(f"{where}: a fault is a name, 'name:arg' or {{name: arg}}, got {item!r}")
+            raise ConfigError(
+                f"{where}: a fault is a name, 'name:arg' or {{name: arg}}, got {item!r}"
+            )
         if f.kind not in known:
             raise ConfigError(
                 f"{where}: unknown fault {f.kind!r}; known: {', '.join(sorted(known))}"
@@ -117,7 +123,9 @@ def parse_faults(raw: Any, where: str, known: Mapping[str, str]) -> tuple[Fault,
     return tuple(out)
 
 
-def load_model(path: str | Path, known_faults: Mapping[str, str], subnet: str = "127.77") -> FleetModel:
+def load_model(
+    path: str | os.PathLike[str], known_faults: Mapping[str, str], subnet: str = "127.77"
+) -> FleetModel:
     """Read a fleet model YAML (see inventories/sim/*.yaml)."""
     p = Path(path)
     try:

@@ -60,9 +60,7 @@ class PassiveStage(Stage):
     def commands(self, node: Node, profile: Profile) -> list[CommandSpec]: ...
 
     @abc.abstractmethod
-    def evaluate(
-        self, outcomes: Mapping[str, NodeOutcome], ctx: StageContext
-    ) -> list[Verdict]: ...
+    def evaluate(self, outcomes: Mapping[str, NodeOutcome], ctx: StageContext) -> list[Verdict]: ...
 
     async def run(self, ctx: StageContext) -> list[Verdict]:
         plan = {n.name: self.commands(n, ctx.profiles[n.name]) for n in ctx.nodes}
@@ -89,7 +87,9 @@ class Facts:
     def result(self, cmd_id: str) -> CommandResult | None:
         return self.outcome.results.get(cmd_id)
 
-    def parse(self, cmd_id: str, parser: Callable[[str], T], *, absent_rcs: tuple[int, ...] = ()) -> T | None:
+    def parse(
+        self, cmd_id: str, parser: Callable[[str], T], *, absent_rcs: tuple[int, ...] = ()
+    ) -> T | None:
         """Parsed output of `cmd_id`; None with a reason in `errors` when it is not usable.
 
         `absent_rcs`: exit codes meaning "not installed / not present" (recorded as absent,
@@ -97,9 +97,8 @@ class Facts:
         """
         r = self.outcome.results.get(cmd_id)
         if r is None:
-            self.errors[cmd_id] = (
-                f"command {cmd_id} did not run"
-                + (f" ({self.outcome.detail})" if self.outcome.detail else "")
+            self.errors[cmd_id] = f"command {cmd_id} did not run" + (
+                f" ({self.outcome.detail})" if self.outcome.detail else ""
             )
             return None
         if r.timed_out:

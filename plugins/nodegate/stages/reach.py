@@ -67,17 +67,23 @@ class ReachStage(PassiveStage):
             verdicts.append(self._os(f, prof))
             vals = {
                 "kernel": f.parse("kernel", parse_uname_r),
-                "nvidia_driver": _opt(f.parse("nvidia_driver", parse_nvidia_version, absent_rcs=(1,)), "version"),
+                "nvidia_driver": _opt(
+                    f.parse("nvidia_driver", parse_nvidia_version, absent_rcs=(1,)), "version"
+                ),
                 "ofed": _opt(f.parse("ofed", parse_ofed_info, absent_rcs=(127,)), "version"),
             }
             values[node.name] = vals
-            for fact, check in (("kernel", "reach.kernel.version"),
-                                ("nvidia_driver", "reach.driver.version"),
-                                ("ofed", "reach.ofed.version")):
+            for fact, check in (
+                ("kernel", "reach.kernel.version"),
+                ("nvidia_driver", "reach.driver.version"),
+                ("ofed", "reach.ofed.version"),
+            ):
                 verdicts.append(self._version(f, check, fact, vals[fact], prof[fact]))
-        for fact, check in (("kernel", "reach.kernel.uniform"),
-                            ("nvidia_driver", "reach.driver.uniform"),
-                            ("ofed", "reach.ofed.uniform")):
+        for fact, check in (
+            ("kernel", "reach.kernel.uniform"),
+            ("nvidia_driver", "reach.driver.uniform"),
+            ("ofed", "reach.ofed.uniform"),
+        ):
             verdicts += self._uniform(check, fact, values, facts_by_node, ctx)
         return verdicts
 
@@ -87,11 +93,25 @@ class ReachStage(PassiveStage):
         ran = len(out.results)
         total = 4
         if out.detail and ran < total:
-            return Verdict("reach.ssh", out.node, Status.FAIL, "ssh", f"{ran}/{total} commands",
-                           "every command reports", message=out.detail,
-                           remediation="node session cut short; check node load and sshd")
-        return Verdict("reach.ssh", out.node, Status.PASS, "ssh", "ok", "ok",
-                       message=f"session ran {ran} commands in {out.duration_s or 0:.2f} s")
+            return Verdict(
+                "reach.ssh",
+                out.node,
+                Status.FAIL,
+                "ssh",
+                f"{ran}/{total} commands",
+                "every command reports",
+                message=out.detail,
+                remediation="node session cut short; check node load and sshd",
+            )
+        return Verdict(
+            "reach.ssh",
+            out.node,
+            Status.PASS,
+            "ssh",
+            "ok",
+            "ok",
+            message=f"session ran {ran} of {total} commands",
+        )
 
     def _os(self, f: Facts, prof: Mapping[str, Any]) -> Verdict:
         node = f.outcome.node
@@ -99,16 +119,33 @@ class ReachStage(PassiveStage):
         ev = f.evidence("os_release")
         want = f"ID in {prof['os']['id']}, VERSION_ID in {prof['os']['version_id']}"
         if osr is None:
-            return Verdict("reach.os.release", node, Status.ERROR, "os", None, want,
-                           message=f.errors["os_release"], evidence=ev)
+            return Verdict(
+                "reach.os.release",
+                node,
+                Status.ERROR,
+                "os",
+                None,
+                want,
+                message=f.errors["os_release"],
+                evidence=ev,
+            )
         got = f"{osr.id} {osr.version_id}"
         ok = osr.id in prof["os"]["id"] and osr.version_id in prof["os"]["version_id"]
-        return Verdict("reach.os.release", node, Status.PASS if ok else Status.FAIL, "os", got, want,
-                       message=osr.pretty_name or got, evidence=ev,
-                       remediation=None if ok else "reimage the node with a qualified OS release")
+        return Verdict(
+            "reach.os.release",
+            node,
+            Status.PASS if ok else Status.FAIL,
+            "os",
+            got,
+            want,
+            message=osr.pretty_name or got,
+            evidence=ev,
+            remediation=None if ok else "reimage the node with a qualified OS release",
+        )
 
-    def _version(self, f: Facts, check: str, fact: str, value: str | None,
-                 rule: Mapping[str, Any]) -> Verdict:
+    def _version(
+        self, f: Facts, check: str, fact: str, value: str | None, rule: Mapping[str, Any]
+    ) -> Verdict:
         cmd_id, component, unit = FACTS[fact]
         node = f.outcome.node
         ev = f.evidence(cmd_id)
@@ -116,22 +153,52 @@ class ReachStage(PassiveStage):
             why = f.errors.get(cmd_id, "no value")
             if f.absent(cmd_id):
                 if rule["required"]:
-                    return Verdict(check, node, Status.FAIL, component, "not installed",
-                                   _expect(rule), message=f"{component} not installed ({why[8:]})",
-                                   evidence=ev, remediation=f"install the qualified {component}")
-                return Verdict(check, node, Status.PASS, component, "not installed",
-                               "optional", message="not installed; profile does not require it",
-                               evidence=ev)
-            return Verdict(check, node, Status.ERROR, component, None, _expect(rule),
-                           message=why, evidence=ev)
+                    return Verdict(
+                        check,
+                        node,
+                        Status.FAIL,
+                        component,
+                        "not installed",
+                        _expect(rule),
+                        message=f"{component} not installed ({why[8:]})",
+                        evidence=ev,
+                        remediation=f"install the qualified {component}",
+                    )
+                return Verdict(
+                    check,
+                    node,
+                    Status.PASS,
+                    component,
+                    "not installed",
+                    "optional",
+                    message="not installed; profile does not require it",
+                    evidence=ev,
+                )
+            return Verdict(
+                check, node, Status.ERROR, component, None, _expect(rule), message=why, evidence=ev
+            )
         ok, want = check_version(value, rule)
-        return Verdict(check, node, Status.PASS if ok else Status.FAIL, component, value, want,
-                       unit=unit, evidence=ev,
-                       message=f"{component} {value}" + ("" if ok else f", expected {want}"),
-                       remediation=None if ok else f"install a qualified {component} ({want})")
+        return Verdict(
+            check,
+            node,
+            Status.PASS if ok else Status.FAIL,
+            component,
+            value,
+            want,
+            unit=unit,
+            evidence=ev,
+            message=f"{component} {value}" + ("" if ok else f", expected {want}"),
+            remediation=None if ok else f"install a qualified {component} ({want})",
+        )
 
-    def _uniform(self, check: str, fact: str, values: Mapping[str, Mapping[str, str | None]],
-                 facts: Mapping[str, Facts], ctx: StageContext) -> list[Verdict]:
+    def _uniform(
+        self,
+        check: str,
+        fact: str,
+        values: Mapping[str, Mapping[str, str | None]],
+        facts: Mapping[str, Facts],
+        ctx: StageContext,
+    ) -> list[Verdict]:
         cmd_id, component, _ = FACTS[fact]
         # Majority among reachable nodes of the same profile that reported the fact.
         by_profile: dict[str, Counter[str]] = {}
@@ -146,14 +213,33 @@ class ReachStage(PassiveStage):
             ev = f.evidence(cmd_id)
             v = vals.get(fact)
             if fact not in prof.section("reach")["uniform"]:
-                out.append(Verdict(check, name, Status.PASS, component, v, "not required",
-                                   message=f"profile {prof.name} does not require a uniform {component}",
-                                   evidence=ev))
+                out.append(
+                    Verdict(
+                        check,
+                        name,
+                        Status.PASS,
+                        component,
+                        v,
+                        "not required",
+                        message=f"profile {prof.name} does not require a uniform {component}",
+                        evidence=ev,
+                    )
+                )
                 continue
             if v is None:
-                out.append(Verdict(check, name, Status.ERROR, component, None, "fleet majority",
-                                   message=f"no {component} value to compare: "
-                                   + f.errors.get(cmd_id, "missing"), evidence=ev))
+                out.append(
+                    Verdict(
+                        check,
+                        name,
+                        Status.ERROR,
+                        component,
+                        None,
+                        "fleet majority",
+                        message=f"no {component} value to compare: "
+                        + f.errors.get(cmd_id, "missing"),
+                        evidence=ev,
+                    )
+                )
                 continue
             counts = by_profile[prof.name]
             ranked = counts.most_common()
@@ -162,18 +248,46 @@ class ReachStage(PassiveStage):
             total = sum(counts.values())
             if tie:
                 split = ", ".join(f"{val} ({n})" for val, n in ranked)
-                out.append(Verdict(check, name, Status.FAIL, component, v, "fleet majority",
-                                   message=f"no {component} majority in the fleet: {split}",
-                                   evidence=ev, remediation=f"align {component} across the fleet"))
+                out.append(
+                    Verdict(
+                        check,
+                        name,
+                        Status.FAIL,
+                        component,
+                        v,
+                        "fleet majority",
+                        message=f"no {component} majority in the fleet: {split}",
+                        evidence=ev,
+                        remediation=f"align {component} across the fleet",
+                    )
+                )
             elif v != top:
-                out.append(Verdict(check, name, Status.FAIL, component, v, top,
-                                   message=f"{component} {v} differs from fleet {top} "
-                                   f"({n_top}/{total} nodes)", evidence=ev,
-                                   remediation=f"align {component} with the fleet ({top})"))
+                out.append(
+                    Verdict(
+                        check,
+                        name,
+                        Status.FAIL,
+                        component,
+                        v,
+                        top,
+                        message=f"{component} {v} differs from fleet {top} ({n_top}/{total} nodes)",
+                        evidence=ev,
+                        remediation=f"align {component} with the fleet ({top})",
+                    )
+                )
             else:
-                out.append(Verdict(check, name, Status.PASS, component, v, top,
-                                   message=f"{component} {v} = fleet majority ({n_top}/{total})",
-                                   evidence=ev))
+                out.append(
+                    Verdict(
+                        check,
+                        name,
+                        Status.PASS,
+                        component,
+                        v,
+                        top,
+                        message=f"{component} {v} = fleet majority ({n_top}/{total})",
+                        evidence=ev,
+                    )
+                )
         return out
 
 

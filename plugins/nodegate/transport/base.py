@@ -33,9 +33,9 @@ class Transport(abc.ABC):
         return self._sem
 
     @abc.abstractmethod
-    async def _session(self, node: str, script_text: str, deadline_s: float) -> tuple[
-        Reach, str, str, int
-    ]:
+    async def _session(
+        self, node: str, script_text: str, deadline_s: float
+    ) -> tuple[Reach, str, str, int]:
         """Run `script_text` on `node`: (reach, stdout, detail, connections opened)."""
 
     async def run_node(self, node: str, stage: str, specs: Sequence[CommandSpec]) -> NodeOutcome:
@@ -81,5 +81,5 @@ class Transport(abc.ABC):
         outs = await asyncio.gather(*(one(n) for n in plan))
         return {o.node: o for o in outs}
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections; the default transport holds none."""

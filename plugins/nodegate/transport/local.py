@@ -37,9 +37,9 @@ class LocalTransport(Transport):
 
     name = "local"
 
-    async def _session(self, node: str, script_text: str, deadline_s: float) -> tuple[
-        Reach, str, str, int
-    ]:
+    async def _session(
+        self, node: str, script_text: str, deadline_s: float
+    ) -> tuple[Reach, str, str, int]:
         proc = await asyncio.create_subprocess_exec(
             "bash",
             "-c",
@@ -75,9 +75,9 @@ class ReplayTransport(Transport):
         if not self.bundle.is_dir():
             raise FileNotFoundError(f"replay bundle {self.bundle} is not a directory")
 
-    async def _session(self, node: str, script_text: str, deadline_s: float) -> tuple[
-        Reach, str, str, int
-    ]:
+    async def _session(
+        self, node: str, script_text: str, deadline_s: float
+    ) -> tuple[Reach, str, str, int]:
         raise NotImplementedError  # run_node is overridden: a replay has no script
 
     async def run_node(self, node: str, stage: str, specs: Sequence[CommandSpec]) -> NodeOutcome:

@@ -66,7 +66,7 @@ def build_script(specs: Sequence[CommandSpec], nonce: str | None = None) -> Stag
         lines += [
             f"printf '@@{n} B %s %s\\n' {spec.id} \"${{EPOCHREALTIME:-$SECONDS}}\"",
             f'{_invocation(spec)} </dev/null 2>"$ng_e"; ng_rc=$?',
-            f"printf '\\n@@{n} E %s %s %s\\n' {spec.id} \"$ng_rc\" \"${{EPOCHREALTIME:-$SECONDS}}\"",
+            f'printf \'\\n@@{n} E %s %s %s\\n\' {spec.id} "$ng_rc" "${{EPOCHREALTIME:-$SECONDS}}"',
             'ng_err=; IFS= read -r -d "" ng_err <"$ng_e"',
             "printf '%s' \"$ng_err\"",
             f"printf '\\n@@{n} Z %s\\n' {spec.id}",
@@ -122,7 +122,7 @@ def parse_frames(script: StageScript, stdout: str) -> tuple[dict[str, CommandRes
 
     for line in stdout.splitlines(keepends=True):
         if line.startswith(marker):
-            parts = line[len(marker):].split()
+            parts = line[len(marker) :].split()
             kind = parts[0] if parts else ""
             if kind == "B" and len(parts) >= 2 and parts[1] in by_id:
                 if cur is not None:

@@ -24,7 +24,6 @@ from nodegate.inventory import Node, SSHConfig
 from nodegate.model import Reach
 from nodegate.transport.base import Transport
 from nodegate.transport.evidence import EvidenceWriter
-from nodegate.transport.local import read_until
 from nodegate.transport.script import LAUNCHER
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -135,6 +134,7 @@ class SSHTransport(Transport):
         key = f"{jt.user}@{jt.hostname}:{jt.port}"
         task = self._jumps.get(key)
         if task is None:
+
             async def open_jump() -> asyncssh.SSHClientConnection:
                 via = await self._jump(jt.proxy_jump) if jt.proxy_jump else None
                 return await self._open(jt, via)
@@ -163,7 +163,9 @@ class SSHTransport(Transport):
         self.connections_opened += 1
         return conn
 
-    async def connect(self, node: str) -> tuple[asyncssh.SSHClientConnection | None, Reach, str, int]:
+    async def connect(
+        self, node: str
+    ) -> tuple[asyncssh.SSHClientConnection | None, Reach, str, int]:
         """The node's connection (opened once); on failure the classified reason."""
         if node in self._conns:
             return self._conns[node], Reach.OK, "", 0
@@ -187,9 +189,9 @@ class SSHTransport(Transport):
             self._conns[node] = conn
             return conn, Reach.OK, "", 1
 
-    async def _session(self, node: str, script_text: str, deadline_s: float) -> tuple[
-        Reach, str, str, int
-    ]:
+    async def _session(
+        self, node: str, script_text: str, deadline_s: float
+    ) -> tuple[Reach, str, str, int]:
         conn, reach, why, opened = await self.connect(node)
         if conn is None:
             return reach, "", why, opened
@@ -294,10 +296,21 @@ def resolve_targets(nodes: Sequence[Node], connect_timeout_s: float | None) -> d
             r = cfg.resolve(alias)
             hostname, c_user, c_port = r.hostname, r.user, r.port
             c_ids, c_jump, c_kh, c_ct = (
-                r.identity_files, r.proxy_jump, r.user_known_hosts_files, r.connect_timeout_s
+                r.identity_files,
+                r.proxy_jump,
+                r.user_known_hosts_files,
+                r.connect_timeout_s,
             )
         else:
-            hostname, c_user, c_port, c_ids, c_jump, c_kh, c_ct = alias, None, None, (), None, (), None
+            hostname, c_user, c_port, c_ids, c_jump, c_kh, c_ct = (
+                alias,
+                None,
+                None,
+                (),
+                None,
+                (),
+                None,
+            )
         jump_spec = jump or c_jump
         if jump_spec and jump_spec.lower() == "none":
             jump_spec = None
@@ -307,7 +320,9 @@ def resolve_targets(nodes: Sequence[Node], connect_timeout_s: float | None) -> d
             port=port or c_port or 22,
             user=user or c_user or me,
             identity_files=(ident,) if ident else tuple(c_ids),
-            known_hosts=(known,) if known else (tuple(c_kh) or (os.path.expanduser("~/.ssh/known_hosts"),)),
+            known_hosts=(known,)
+            if known
+            else (tuple(c_kh) or (os.path.expanduser("~/.ssh/known_hosts"),)),
             proxy_jump=None,
             connect_timeout_s=connect_timeout_s or timeout or c_ct or DEFAULT_CONNECT_TIMEOUT_S,
         )

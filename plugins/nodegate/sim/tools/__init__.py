@@ -58,8 +58,7 @@ def render_tool(node_dir: str, tool: SimTool, node: SimNode) -> tuple[str, dict[
         lines.append("exec sleep 86400")
         return "\n".join(lines) + "\n", files
     if node.faulty_tool("garbage", tool.name):
-        files[f"resp/{tool.name}/garbage"] = GARBAGE
-        lines.append(f"exec /bin/cat {shlex.quote(f'{node_dir}/resp/{tool.name}/garbage')}")
+        lines.append(f"printf '%s' {shlex.quote(GARBAGE)}")
         return "\n".join(lines) + "\n", files
     lines.append('case "$*" in')
     for i, (args, resp) in enumerate(sorted(tool.answers.items())):
@@ -71,11 +70,10 @@ def render_tool(node_dir: str, tool: SimTool, node: SimNode) -> tuple[str, dict[
 
 
 def _emit(node_dir: str, tool: str, key: str, r: Response, files: dict[str, str]) -> str:
+    # Outputs are embedded and printed by the builtin printf: no exec per simulated command.
     parts = []
     if r.stdout:
-        rel = f"resp/{tool}/{key}.out"
-        files[rel] = r.stdout
-        parts.append(f"/bin/cat {shlex.quote(f'{node_dir}/{rel}')}")
+        parts.append(f"printf '%s' {shlex.quote(r.stdout)}")
     if r.stderr:
         parts.append(f"printf '%s' {shlex.quote(r.stderr)} >&2")
     parts.append(f"exit {r.rc}")

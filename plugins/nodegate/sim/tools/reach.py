@@ -15,14 +15,33 @@ def _hw(node: SimNode, key: str, default: Any = None) -> Any:
 
 def os_release(os_: Mapping[str, Any]) -> str:
     """/etc/os-release as Ubuntu/RHEL write it (KEY=value, values quoted where they are)."""
-    order = ["PRETTY_NAME", "NAME", "VERSION_ID", "VERSION", "VERSION_CODENAME", "ID", "ID_LIKE",
-             "HOME_URL", "SUPPORT_URL", "BUG_REPORT_URL", "UBUNTU_CODENAME"]
+    order = [
+        "PRETTY_NAME",
+        "NAME",
+        "VERSION_ID",
+        "VERSION",
+        "VERSION_CODENAME",
+        "ID",
+        "ID_LIKE",
+        "HOME_URL",
+        "SUPPORT_URL",
+        "BUG_REPORT_URL",
+        "UBUNTU_CODENAME",
+    ]
     keys = [k for k in order if k in os_] + sorted(k for k in os_ if k not in order)
     lines = []
     for k in keys:
         v = str(os_[k])
-        quoted = k in {"PRETTY_NAME", "NAME", "VERSION_ID", "VERSION", "HOME_URL", "SUPPORT_URL",
-                       "BUG_REPORT_URL", "ID_LIKE"}
+        quoted = k in {
+            "PRETTY_NAME",
+            "NAME",
+            "VERSION_ID",
+            "VERSION",
+            "HOME_URL",
+            "SUPPORT_URL",
+            "BUG_REPORT_URL",
+            "ID_LIKE",
+        }
         lines.append(f'{k}="{v}"' if quoted else f"{k}={v}")
     return "\n".join(lines) + "\n"
 
@@ -30,10 +49,13 @@ def os_release(os_: Mapping[str, Any]) -> str:
 def nvidia_version(driver: str, open_module: bool, gcc: str) -> str:
     """/proc/driver/nvidia/version, proprietary or open kernel module wording."""
     if open_module:
-        head = (f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build"
-                "  (dvs-builder@U16-I3-B03-4-3)  Thu Jan 23 23:47:02 UTC 2025")
+        head = (
+            f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build"
+            "  (dvs-builder@U16-I3-B03-4-3)  Thu Jan 23 23:47:02 UTC 2025"
+        )
     else:
-        head = f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  Tue Mar  5 22:13:07 UTC 2024"
+        stamp = "Tue Mar  5 22:13:07 UTC 2024"
+        head = f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  {stamp}"
     return f"{head}\nGCC version:  gcc version {gcc}\n"
 
 
