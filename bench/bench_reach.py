@@ -115,7 +115,7 @@ def clush_time(root: Path, n: int, fanout: int) -> float | None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="64,256,1024")
-    ap.add_argument("--fanout", type=int, default=1024)
+    ap.add_argument("--fanout", type=int, default=256)
     ap.add_argument("--clush", action="store_true", help="also time clush on the same fleet")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--root", help=argparse.SUPPRESS)

@@ -32,8 +32,23 @@ class Profile:
 
 @lru_cache(maxsize=1)
 def profile_schema() -> dict[str, Any]:
-    text = resources.files("nodegate").joinpath("schemas/profile.schema.json").read_text("utf-8")
-    doc: dict[str, Any] = json.loads(text)
+    """The base schema plus every stage's section (schemas/profile.<stage>.schema.json).
+
+    A fragment's `$defs` may refer to the base's shared definitions (`#/$defs/versionRule`).
+    """
+    root = resources.files("nodegate").joinpath("schemas")
+    doc: dict[str, Any] = json.loads(root.joinpath("profile.schema.json").read_text("utf-8"))
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        name = entry.name
+        if not (name.startswith("profile.") and name.endswith(".schema.json")):
+            continue
+        stage = name[len("profile.") : -len(".schema.json")]
+        if stage == "schema" or not stage:
+            continue
+        frag: dict[str, Any] = json.loads(entry.read_text("utf-8"))
+        frag.pop("$schema", None)
+        doc["$defs"].update(frag.pop("$defs", {}))
+        doc["properties"][stage] = frag
     return doc
 
 

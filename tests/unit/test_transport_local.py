@@ -55,5 +55,5 @@ def test_session_deadline_keeps_partial_output(tmp_path):
         # Bypass per-command deadlines: a session deadline shorter than the command.
         return await t._session("x", "echo first\nsleep 5\necho never\n", 0.5)
 
-    reach, out, detail, _ = asyncio.run(go())
-    assert reach is Reach.TIMEOUT and out == "first\n" and "deadline" in detail
+    s = asyncio.run(go())
+    assert s.reach is Reach.TIMEOUT and s.stdout == "first\n" and "deadline" in s.detail

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -29,13 +30,17 @@ import yaml
 
 from nodegate.errors import ConfigError
 from nodegate.sim.model import FleetModel, SimNode, load_model
-from nodegate.sim.tools import known_faults, providers, render_tool
+from nodegate.sim.tools import SimTool, known_faults, providers, render_function, render_tool
+from nodegate.transport.script import LAUNCHER
 
 ADDRS_PER_SSHD = 16  # OpenSSH's MAX_LISTEN_SOCKS
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
 
 # sshd ForceCommand, sourced by the account's login shell (`bash -c '. dispatch'`), so a
 # session costs no extra exec: route to the addressed node, then run what the client asked.
+# A stage script (our LAUNCHER) runs in that same shell with the node's healthy simulated tools
+# loaded as functions (fast.sh): one process per session instead of two per command. Faulty
+# tools, `sh -c` commands and anything else go through the real `timeout` and PATH stubs.
 DISPATCH = """# nodegate simulated fleet: route this SSH session to the addressed node.
 set -- $SSH_CONNECTION
 NG_NODE="{root}/by-addr/$3"
@@ -44,23 +49,58 @@ export NG_NODE
 if [ -r "$NG_NODE/slow" ]; then read -r ng_s < "$NG_NODE/slow"; sleep "$ng_s"; fi
 PATH="$NG_NODE/bin:{root}/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 export PATH
+if [ -n "${{BASH_VERSION:-}}" ] && [ "${{SSH_ORIGINAL_COMMAND:-}}" = {launcher} ]; then
+  . "{root}/lib.sh"
+  . "$NG_NODE/fast.sh"
+  . /dev/stdin
+  exit $?
+fi
 eval "${{SSH_ORIGINAL_COMMAND:-exec /bin/sh -i}}"
 exit $?
 """
 
-# Simulated nodes read files from their own fake root (/etc/os-release, /proc/..., /sys/...).
-# Shell builtins only (no exec of /bin/cat): at 1,024 nodes every process counts.
-SIM_CAT = """#!/bin/sh
-rc=0
-for a do
-  case $a in /*) f="$NG_NODE/root$a" ;; *) f=$a ;; esac
-  if [ -f "$f" ]; then
-    while IFS= read -r l || [ -n "$l" ]; do printf '%s\\n' "$l"; done < "$f"
-  else
-    echo "cat: $a: No such file or directory" >&2; rc=1
+# Shared by the PATH stubs (dash) and the fast path (bash): POSIX functions only.
+LIB = """# nodegate simulated fleet: helpers of the simulated tools.
+# Files come from the node's own fake root (/etc/os-release, /proc/..., /sys/...), read with
+# shell builtins only.
+ngsim_file_cat() {
+  ng_rc=0
+  for ng_a do
+    case $ng_a in /*) ng_f="$NG_NODE/root$ng_a" ;; *) ng_f=$ng_a ;; esac
+    if [ -f "$ng_f" ]; then
+      while IFS= read -r ng_l || [ -n "$ng_l" ]; do printf '%s\\n' "$ng_l"; done < "$ng_f"
+    else
+      echo "cat: $ng_a: No such file or directory" >&2; ng_rc=1
+    fi
+  done
+  return $ng_rc
+}
+"""
+
+# bash only: `timeout` runs a healthy simulated tool in-shell, everything else for real.
+FAST_TIMEOUT = """timeout() {
+  local -a ng_args=("$@")
+  local ng_j=0
+  while [ $ng_j -lt $# ]; do
+    case ${ng_args[ng_j]} in
+      -k|-s) ng_j=$((ng_j + 2)) ;;
+      -*) ng_j=$((ng_j + 1)) ;;
+      *) break ;;
+    esac
+  done
+  local ng_fn="ngsim_${ng_args[ng_j+1]//-/_}"
+  if [ $((ng_j + 1)) -lt $# ] && declare -F "$ng_fn" >/dev/null; then
+    "$ng_fn" "${ng_args[@]:ng_j+2}"
+    return
   fi
-done
-exit $rc
+  command timeout "$@"
+}
+"""
+
+SIM_CAT = """#!/bin/sh
+. "{root}/lib.sh"
+ngsim_file_cat "$@"
+exit $?
 """
 
 
@@ -106,8 +146,11 @@ class Fleet:
         self._keygen(self.root / "id_ed25519", "nodegate-sim-client")
         self._keygen(self.root / "keys" / "imposter", "nodegate-sim-imposter")
         (self.root / "authorized_keys").write_text((self.root / "id_ed25519.pub").read_text())
-        (self.root / "dispatch").write_text(DISPATCH.format(root=self.root))
-        _write_exec(self.root / "bin" / "cat", SIM_CAT)
+        (self.root / "dispatch").write_text(
+            DISPATCH.format(root=self.root, launcher=shlex.quote(LAUNCHER))
+        )
+        (self.root / "lib.sh").write_text(LIB)
+        _write_exec(self.root / "bin" / "cat", SIM_CAT.format(root=self.root))
 
         serving = [n for n in model.nodes if n.fault("unreachable") is None]
         groups = [serving[i : i + ADDRS_PER_SSHD] for i in range(0, len(serving), ADDRS_PER_SSHD)]
@@ -154,31 +197,28 @@ class Fleet:
     def _build_node(self, n: SimNode) -> None:
         d = self.root / "nodes" / n.name
         (d / "bin").mkdir(parents=True)
+        fast = [FAST_TIMEOUT]
+        tools: list[SimTool] = [t for p in providers() for t in p.tools(n)]
+        # Transport-level faults on tools no provider renders (host tools like cat).
+        rendered = {t.name for t in tools}
+        tools += [
+            SimTool(f.arg, {})
+            for f in n.faults
+            if f.kind in {"hang", "garbage", "missing"} and f.arg and f.arg not in rendered
+        ]
+        for tool in tools:
+            _write_exec(d / "bin" / tool.name, render_tool(tool, n))
+            fn = render_function(tool, n)
+            if fn is not None:
+                fast.append(fn)
+        if not (d / "bin" / "cat").exists():
+            fast.append('ngsim_cat() { ngsim_file_cat "$@"; }\n')
+        (d / "fast.sh").write_text("\n".join(fast))
         for p in providers():
-            for tool in p.tools(n):
-                script, files = render_tool(str(d), tool, n)
-                _write_exec(d / "bin" / tool.name, script)
-                for rel, text in files.items():
-                    (d / rel).parent.mkdir(parents=True, exist_ok=True)
-                    (d / rel).write_text(text)
             for path, text in p.files(n).items():
                 target = d / "root" / path.lstrip("/")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text)
-        # Transport-level faults on tools the providers did not render (host tools like cat).
-        for f in n.faults:
-            if (
-                f.kind in {"hang", "garbage", "missing"}
-                and f.arg
-                and not (d / "bin" / f.arg).exists()
-            ):
-                from nodegate.sim.tools import SimTool
-
-                script, files = render_tool(str(d), SimTool(f.arg, {}), n)
-                _write_exec(d / "bin" / f.arg, script)
-                for rel, text in files.items():
-                    (d / rel).parent.mkdir(parents=True, exist_ok=True)
-                    (d / rel).write_text(text)
         slow = n.fault("slow")
         if slow is not None:
             (d / "slow").write_text(f"{float(slow.arg or 5):g}\n")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,9 +63,23 @@ class PassiveStage(Stage):
     def evaluate(self, outcomes: Mapping[str, NodeOutcome], ctx: StageContext) -> list[Verdict]: ...
 
     async def run(self, ctx: StageContext) -> list[Verdict]:
-        plan = {n.name: self.commands(n, ctx.profiles[n.name]) for n in ctx.nodes}
-        outcomes = await ctx.transport.run_stage(self.name, plan)
-        return self.evaluate(outcomes, ctx)
+        verdicts: list[Verdict] = []
+        ready: list[Node] = []
+        for n in ctx.nodes:
+            prof = ctx.profiles[n.name]
+            if isinstance(prof.data.get(self.name), Mapping):
+                ready.append(n)
+                continue
+            # Fail closed: nothing to judge against is an error, not a pass.
+            why = f"profile {prof.name} ({prof.source}) has no {self.name!r} section"
+            verdicts += [
+                Verdict(c.id, n.name, Status.ERROR, "profile", message=why) for c in self.checks
+            ]
+        if ready:
+            plan = {n.name: self.commands(n, ctx.profiles[n.name]) for n in ready}
+            outcomes = await ctx.transport.run_stage(self.name, plan)
+            verdicts += self.evaluate(outcomes, replace(ctx, nodes=ready))
+        return verdicts
 
 
 class Facts:

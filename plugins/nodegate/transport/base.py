@@ -6,12 +6,45 @@ import abc
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from nodegate.model import CommandSpec, NodeOutcome, Reach
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.script import build_script, parse_frames
 
 OnOutcome = Callable[[NodeOutcome], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """What one node session returned: how far it got, its two streams, connections opened."""
+
+    reach: Reach
+    stdout: str = ""
+    stderr: str = ""
+    detail: str = ""
+    connects: int = 0
+
+
+class _Readable(Protocol):
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+async def read_until(stream: _Readable, deadline: float) -> tuple[str, bool]:
+    """Read a stream to EOF or until the monotonic `deadline`; (text so far, timed_out)."""
+    chunks: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return b"".join(chunks).decode("utf-8", "replace"), True
+        try:
+            chunk = await asyncio.wait_for(stream.read(65536), left)
+        except asyncio.TimeoutError:
+            return b"".join(chunks).decode("utf-8", "replace"), True
+        if not chunk:
+            return b"".join(chunks).decode("utf-8", "replace"), False
+        chunks.append(chunk)
 
 
 class Transport(abc.ABC):
@@ -33,10 +66,8 @@ class Transport(abc.ABC):
         return self._sem
 
     @abc.abstractmethod
-    async def _session(
-        self, node: str, script_text: str, deadline_s: float
-    ) -> tuple[Reach, str, str, int]:
-        """Run `script_text` on `node`: (reach, stdout, detail, connections opened)."""
+    async def _session(self, node: str, script_text: str, deadline_s: float) -> Session:
+        """Run `script_text` on `node` within `deadline_s`; whatever came back, as data."""
 
     async def run_node(self, node: str, stage: str, specs: Sequence[CommandSpec]) -> NodeOutcome:
         """One round trip: all of `specs` in one session on `node`."""
@@ -44,12 +75,11 @@ class Transport(abc.ABC):
         t0 = time.monotonic()
         async with self.sem:
             try:
-                reach, stdout, detail, connects = await self._session(
-                    node, script.text, script.deadline_s
-                )
+                s = await self._session(node, script.text, script.deadline_s)
             except Exception as exc:  # noqa: BLE001 - a transport bug must not lose the fleet
-                reach, stdout, detail, connects = Reach.ERROR, "", f"{type(exc).__name__}: {exc}", 0
-        results, complete = parse_frames(script, stdout)
+                s = Session(Reach.ERROR, detail=f"{type(exc).__name__}: {exc}")
+        reach, detail, connects = s.reach, s.detail, s.connects
+        results, complete = parse_frames(script, s.stdout, s.stderr)
         if reach is Reach.OK and not complete:
             detail = detail or "session ended before every command reported"
         outcome = NodeOutcome(

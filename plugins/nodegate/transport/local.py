@@ -11,25 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach
-from nodegate.transport.base import Transport
+from nodegate.transport.base import Session, Transport, read_until
 from nodegate.transport.evidence import EvidenceWriter, read_command, read_session
 from nodegate.transport.script import LAUNCHER
-
-
-async def read_until(stream: asyncio.StreamReader, deadline: float) -> tuple[str, bool]:
-    """Read a stream to EOF or until the monotonic `deadline`; (text so far, timed_out)."""
-    chunks: list[bytes] = []
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return b"".join(chunks).decode("utf-8", "replace"), True
-        try:
-            chunk = await asyncio.wait_for(stream.read(65536), left)
-        except asyncio.TimeoutError:
-            return b"".join(chunks).decode("utf-8", "replace"), True
-        if not chunk:
-            return b"".join(chunks).decode("utf-8", "replace"), False
-        chunks.append(chunk)
 
 
 class LocalTransport(Transport):
@@ -37,31 +21,34 @@ class LocalTransport(Transport):
 
     name = "local"
 
-    async def _session(
-        self, node: str, script_text: str, deadline_s: float
-    ) -> tuple[Reach, str, str, int]:
+    async def _session(self, node: str, script_text: str, deadline_s: float) -> Session:
         proc = await asyncio.create_subprocess_exec(
             "bash",
             "-c",
             LAUNCHER,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         proc.stdin.write(script_text.encode())
         await proc.stdin.drain()
         proc.stdin.close()
-        out, timed_out = await read_until(proc.stdout, time.monotonic() + deadline_s)
-        if timed_out:
-            # The script's children (the hung command) hold the pipe: end the whole group.
+        deadline = time.monotonic() + deadline_s
+        (out, t1), (err, t2) = await asyncio.gather(
+            read_until(proc.stdout, deadline), read_until(proc.stderr, deadline)
+        )
+        if t1 or t2:
+            # The script's children (the hung command) hold the pipes: end the whole group.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
-        if timed_out:
-            return Reach.TIMEOUT, out, f"session exceeded its {deadline_s:g} s deadline", 0
-        return Reach.OK, out, "", 0
+        if t1 or t2:
+            return Session(
+                Reach.TIMEOUT, out, err, f"session exceeded its {deadline_s:g} s deadline"
+            )
+        return Session(Reach.OK, out, err)
 
 
 class ReplayTransport(Transport):
@@ -75,9 +62,7 @@ class ReplayTransport(Transport):
         if not self.bundle.is_dir():
             raise FileNotFoundError(f"replay bundle {self.bundle} is not a directory")
 
-    async def _session(
-        self, node: str, script_text: str, deadline_s: float
-    ) -> tuple[Reach, str, str, int]:
+    async def _session(self, node: str, script_text: str, deadline_s: float) -> Session:
         raise NotImplementedError  # run_node is overridden: a replay has no script
 
     async def run_node(self, node: str, stage: str, specs: Sequence[CommandSpec]) -> NodeOutcome:

@@ -1,10 +1,11 @@
 """One round trip per node per stage: a generated bash script that frames each command's output.
 
-Each command runs under its own `timeout`; its stdout streams back between nonce-tagged marker
-lines, its stderr is kept in a temp file and read back with a builtin (no fork), and the rc and
-timestamps close the frame. The nonce is random per session, so tool output cannot forge a
-marker. The script avoids forks beyond `timeout` and the command itself: on a simulated fleet of
-1,024 nodes every extra process is ~1 ms of the shared 2 cores.
+Each command runs under its own `timeout`. Its stdout streams back on the session's stdout and
+its stderr on the session's stderr, each between nonce-tagged marker lines; the closing stdout
+marker carries the rc and timestamps. Nothing is written on the node, and nothing is spawned
+beyond `timeout` and the command itself: on a simulated fleet of 1,024 nodes every extra process
+is ~1-2 ms of the shared 2 cores. The nonce is random per session, so tool output cannot forge
+a marker.
 """
 
 from __future__ import annotations
@@ -53,23 +54,17 @@ def build_script(specs: Sequence[CommandSpec], nonce: str | None = None) -> Stag
     """Render the stage script for `specs` (command ids must be unique and simple)."""
     n = nonce or secrets.token_hex(16)
     seen: set[str] = set()
-    lines = [
-        "set +e +u",
-        "export LC_ALL=C",
-        'ng_e="${TMPDIR:-/tmp}/.nodegate.$$.err"',
-        "trap 'rm -f \"$ng_e\"' EXIT",
-    ]
+    now = '"${EPOCHREALTIME:-$SECONDS}"'
+    lines = ["set +e +u", "export LC_ALL=C"]
     for spec in specs:
         if not re.fullmatch(r"[A-Za-z0-9_.:-]+", spec.id) or spec.id in seen:
             raise ValueError(f"command id {spec.id!r} must be unique and [A-Za-z0-9_.:-]+")
         seen.add(spec.id)
         lines += [
-            f"printf '@@{n} B %s %s\\n' {spec.id} \"${{EPOCHREALTIME:-$SECONDS}}\"",
-            f'{_invocation(spec)} </dev/null 2>"$ng_e"; ng_rc=$?',
-            f'printf \'\\n@@{n} E %s %s %s\\n\' {spec.id} "$ng_rc" "${{EPOCHREALTIME:-$SECONDS}}"',
-            'ng_err=; IFS= read -r -d "" ng_err <"$ng_e"',
-            "printf '%s' \"$ng_err\"",
-            f"printf '\\n@@{n} Z %s\\n' {spec.id}",
+            f"printf '@@{n} B %s %s\\n' {spec.id} {now}; printf '@@{n} B %s\\n' {spec.id} >&2",
+            f"{_invocation(spec)} </dev/null; ng_rc=$?",
+            f"printf '\\n@@{n} E %s %s %s\\n' {spec.id} \"$ng_rc\" {now}; "
+            f"printf '\\n@@{n} E %s\\n' {spec.id} >&2",
         ]
     lines.append(f"printf '@@{n} DONE\\n'")
     return StageScript(nonce=n, text="\n".join(lines) + "\n", specs=tuple(specs))
@@ -82,70 +77,72 @@ def _seconds(stamp: str) -> float | None:
         return None
 
 
-def parse_frames(script: StageScript, stdout: str) -> tuple[dict[str, CommandResult], bool]:
-    """Split a session's stdout into per-command results; returns (results, completed).
+@dataclass
+class _Frame:
+    id: str
+    start: float | None
+    out: list[str]
+    rc: int | None = None
+    end: float | None = None
+    closed: bool = False
+
+
+def _split(text: str, marker: str, ids: set[str]) -> tuple[dict[str, _Frame], bool]:
+    """Frames of one stream: text between `B id` and `E id` markers."""
+    frames: dict[str, _Frame] = {}
+    cur: _Frame | None = None
+    done = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith(marker):
+            parts = line[len(marker) :].split()
+            kind = parts[0] if parts else ""
+            if kind == "B" and len(parts) >= 2 and parts[1] in ids:
+                cur = frames[parts[1]] = _Frame(
+                    parts[1], _seconds(parts[2]) if len(parts) > 2 else None, []
+                )
+                continue
+            if kind == "E" and cur is not None and len(parts) >= 2 and parts[1] == cur.id:
+                if len(parts) >= 3:
+                    cur.rc = int(parts[2]) if parts[2].lstrip("-").isdigit() else None
+                cur.end = _seconds(parts[3]) if len(parts) > 3 else None
+                cur.closed = True
+                # Each frame adds exactly one newline before its E marker.
+                if cur.out and cur.out[-1].endswith("\n"):
+                    cur.out[-1] = cur.out[-1][:-1]
+                cur = None
+                continue
+            if kind == "DONE":
+                done = True
+                continue
+        if cur is not None:
+            cur.out.append(line)
+    return frames, done
+
+
+def parse_frames(
+    script: StageScript, stdout: str, stderr: str = ""
+) -> tuple[dict[str, CommandResult], bool]:
+    """Split a session's output into per-command results; returns (results, completed).
 
     A command whose frame never closed (the session was cut off) comes back with rc None and
     whatever output it had produced; commands that never started are absent.
     """
     marker = f"@@{script.nonce} "
     by_id = {s.id: s for s in script.specs}
+    out_frames, done = _split(stdout, marker, set(by_id))
+    err_frames, _ = _split(stderr, marker, set(by_id))
     results: dict[str, CommandResult] = {}
-    done = False
-    cur: str | None = None
-    phase = ""
-    t0: float | None = None
-    rc: int | None = None
-    t1: float | None = None
-    out: list[str] = []
-    err: list[str] = []
-
-    def close(complete: bool) -> None:
-        assert cur is not None
-        spec = by_id[cur]
-        o = "".join(out)
-        e = "".join(err)
-        # Each frame adds exactly one newline before the E and Z markers.
-        if complete:
-            o = o[:-1] if o.endswith("\n") else o
-            e = e[:-1] if e.endswith("\n") else e
-        dur = (t1 - t0) if (complete and t0 is not None and t1 is not None) else None
-        results[cur] = CommandResult(
-            id=cur,
-            cmd=spec.cmd,
-            rc=rc if complete else None,
-            stdout=o,
-            stderr=e,
+    for cid, f in out_frames.items():
+        ef = err_frames.get(cid)
+        complete = f.closed and (f.rc is not None)
+        dur = f.end - f.start if complete and f.start is not None and f.end is not None else None
+        results[cid] = CommandResult(
+            id=cid,
+            cmd=by_id[cid].cmd,
+            rc=f.rc if complete else None,
+            stdout="".join(f.out),
+            stderr="".join(ef.out) if ef is not None else "",
             duration_s=round(dur, 6) if dur is not None else None,
-            timed_out=(not complete) or (rc in TIMEOUT_RCS),
+            timed_out=(not complete) or (f.rc in TIMEOUT_RCS),
         )
-
-    for line in stdout.splitlines(keepends=True):
-        if line.startswith(marker):
-            parts = line[len(marker) :].split()
-            kind = parts[0] if parts else ""
-            if kind == "B" and len(parts) >= 2 and parts[1] in by_id:
-                if cur is not None:
-                    close(False)
-                cur, phase, out, err = parts[1], "out", [], []
-                t0, rc, t1 = _seconds(parts[2]) if len(parts) > 2 else None, None, None
-                continue
-            if kind == "E" and cur is not None and len(parts) >= 3 and parts[1] == cur:
-                rc = int(parts[2]) if parts[2].lstrip("-").isdigit() else None
-                t1 = _seconds(parts[3]) if len(parts) > 3 else None
-                phase = "err"
-                continue
-            if kind == "Z" and cur is not None and len(parts) >= 2 and parts[1] == cur:
-                close(True)
-                cur, phase = None, ""
-                continue
-            if kind == "DONE":
-                done = True
-                continue
-        if phase == "out":
-            out.append(line)
-        elif phase == "err":
-            err.append(line)
-    if cur is not None:
-        close(False)
     return results, done

@@ -22,7 +22,7 @@ import asyncssh
 from nodegate.errors import ConfigError
 from nodegate.inventory import Node, SSHConfig
 from nodegate.model import Reach
-from nodegate.transport.base import Transport
+from nodegate.transport.base import Session, Transport, read_until
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.script import LAUNCHER
 
@@ -189,28 +189,29 @@ class SSHTransport(Transport):
             self._conns[node] = conn
             return conn, Reach.OK, "", 1
 
-    async def _session(
-        self, node: str, script_text: str, deadline_s: float
-    ) -> tuple[Reach, str, str, int]:
+    async def _session(self, node: str, script_text: str, deadline_s: float) -> Session:
         conn, reach, why, opened = await self.connect(node)
         if conn is None:
-            return reach, "", why, opened
+            return Session(reach, detail=why, connects=opened)
         deadline = time.monotonic() + deadline_s
         try:
             proc = await asyncio.wait_for(
-                conn.create_process(LAUNCHER, encoding=None, stderr=asyncssh.DEVNULL),
+                conn.create_process(LAUNCHER, encoding=None),
                 max(deadline - time.monotonic(), 0.1),
             )
         except Exception as exc:  # noqa: BLE001
             r, w = classify(exc, self.targets[node])
-            return r, "", f"could not open a session: {w}", opened
+            return Session(r, detail=f"could not open a session: {w}", connects=opened)
         proc.stdin.write(script_text.encode())
         proc.stdin.write_eof()
-        out, timed_out = await _read_proc(proc, deadline)
-        if timed_out:
+        (out, t1), (err, t2) = await asyncio.gather(
+            read_until(proc.stdout, deadline), read_until(proc.stderr, deadline)
+        )
+        if t1 or t2:
             proc.close()  # closing the channel hangs up the remote session
-            return Reach.TIMEOUT, out, f"session exceeded its {deadline_s:g} s deadline", opened
-        return Reach.OK, out, "", opened
+            why = f"session exceeded its {deadline_s:g} s deadline"
+            return Session(Reach.TIMEOUT, out, err, why, opened)
+        return Session(Reach.OK, out, err, "", opened)
 
     async def close(self) -> None:
         conns = list(self._conns.values())
@@ -225,21 +226,6 @@ class SSHTransport(Transport):
             j.close()
             await j.wait_closed()
         self._jumps.clear()
-
-
-async def _read_proc(proc: asyncssh.SSHClientProcess[bytes], deadline: float) -> tuple[str, bool]:
-    chunks: list[bytes] = []
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return b"".join(chunks).decode("utf-8", "replace"), True
-        try:
-            chunk = await asyncio.wait_for(proc.stdout.read(65536), left)
-        except asyncio.TimeoutError:
-            return b"".join(chunks).decode("utf-8", "replace"), True
-        if not chunk:
-            return b"".join(chunks).decode("utf-8", "replace"), False
-        chunks.append(chunk)
 
 
 def classify(exc: BaseException, target: Target) -> tuple[Reach, str]:

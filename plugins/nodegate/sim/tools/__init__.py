@@ -47,36 +47,51 @@ def unsupported(tool: str) -> Response:
     return Response(stderr=f"{tool}: simulated tool does not support these arguments\n", rc=2)
 
 
-def render_tool(node_dir: str, tool: SimTool, node: SimNode) -> tuple[str, dict[str, str]]:
-    """The stub script for `tool` and the response files it reads (relative to node_dir)."""
-    files: dict[str, str] = {}
+def _faulty(tool: str, node: SimNode) -> bool:
+    return any(node.faulty_tool(k, tool) for k in ("missing", "hang", "garbage"))
+
+
+def _case(tool: SimTool, end: str) -> list[str]:
+    """`case "$*"` over the tool's answers; `end` is `exit` (script) or `return` (function)."""
+    lines = ['case "$*" in']
+    for args, resp in sorted(tool.answers.items()):
+        lines.append(f"{shlex.quote(args)}) {_emit(resp, end)};;")
+    lines.append(f"*) {_emit(tool.fallback or unsupported(tool.name), end)};;")
+    lines.append("esac")
+    return lines
+
+
+def render_tool(tool: SimTool, node: SimNode) -> str:
+    """The tool's stub script, first on the simulated node's PATH (faults live here)."""
     lines = ["#!/bin/sh"]
     if node.faulty_tool("missing", tool.name):
         lines.append(f"echo 'sh: 1: {tool.name}: not found' >&2; exit 127")
-        return "\n".join(lines) + "\n", files
-    if node.faulty_tool("hang", tool.name):
+    elif node.faulty_tool("hang", tool.name):
         lines.append("exec sleep 86400")
-        return "\n".join(lines) + "\n", files
-    if node.faulty_tool("garbage", tool.name):
+    elif node.faulty_tool("garbage", tool.name):
         lines.append(f"printf '%s' {shlex.quote(GARBAGE)}")
-        return "\n".join(lines) + "\n", files
-    lines.append('case "$*" in')
-    for i, (args, resp) in enumerate(sorted(tool.answers.items())):
-        lines.append(f"{shlex.quote(args)}) {_emit(node_dir, tool.name, str(i), resp, files)};;")
-    fb = tool.fallback or unsupported(tool.name)
-    lines.append(f"*) {_emit(node_dir, tool.name, 'fallback', fb, files)};;")
-    lines.append("esac")
-    return "\n".join(lines) + "\n", files
+    else:
+        lines += _case(tool, "exit")
+    return "\n".join(lines) + "\n"
 
 
-def _emit(node_dir: str, tool: str, key: str, r: Response, files: dict[str, str]) -> str:
+def render_function(tool: SimTool, node: SimNode) -> str | None:
+    """The same answers as a shell function for the in-shell fast path; None for a faulty
+    tool, which must go through the real `timeout` and its stub script."""
+    if _faulty(tool.name, node):
+        return None
+    body = "\n".join("  " + ln for ln in _case(tool, "return"))
+    return f"ngsim_{tool.name.replace('-', '_')}() {{\n{body}\n}}\n"
+
+
+def _emit(r: Response, end: str) -> str:
     # Outputs are embedded and printed by the builtin printf: no exec per simulated command.
     parts = []
     if r.stdout:
         parts.append(f"printf '%s' {shlex.quote(r.stdout)}")
     if r.stderr:
         parts.append(f"printf '%s' {shlex.quote(r.stderr)} >&2")
-    parts.append(f"exit {r.rc}")
+    parts.append(f"{end} {r.rc}")
     return "; ".join(parts)
 
 
