@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import jsonschema
 import junitparser
 import pytest
 from nodegate.gate import admission_schema
+from nodegate.transport.evidence import resolve_evidence
 
 from tests.integration.conftest import base_model
 
@@ -53,7 +52,8 @@ def test_32_nodes_4_faults_exactly_those_rejected(sim_fleet):
     assert drv["observed"] == "525.147.05" and ">= 535.104.05" in drv["expected"]
     # every reason links to its raw evidence, which holds the exact command
     ev = drv["evidence"][0]
-    raw = json.loads((run.run_dir / ev).read_text())
+    assert ev == "raw/gpu024/reach.json#nvidia_driver"
+    raw = resolve_evidence(run.run_dir, ev)
     assert raw["cmd"] == "cat /proc/driver/nvidia/version" and "525.147.05" in raw["stdout"]
     # one JUnit case per (check, node)
     xml = junitparser.JUnitXml.fromfile(str(run.run_dir / "junit.xml"))
@@ -92,7 +92,7 @@ def test_transport_faults_are_outcomes(sim_fleet):
     assert set(hang) == {"reach.kernel.version", "reach.kernel.uniform"}
     assert hang["reach.kernel.version"]["status"] == "error"
     assert "timed out" in hang["reach.kernel.version"]["message"]
-    raw = json.loads((run.run_dir / "raw/gpu002/reach/kernel.json").read_text())
+    raw = resolve_evidence(run.run_dir, "raw/gpu002/reach.json#kernel")
     assert raw["rc"] == 124 and raw["timed_out"] is True
     ssh = {r["check"]: r for r in rej["gpu003"]}["reach.ssh"]
     assert ssh["observed"] == "auth_failed"

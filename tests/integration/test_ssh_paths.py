@@ -80,7 +80,7 @@ def test_capture_then_replay(sim_fleet, tmp_path):
         cwd=REPO,
     )
     assert p.returncode == 0, p.stdout + p.stderr
-    doc = json.loads((bundle / "gpu003" / "reach" / "kernel.json").read_text())
+    doc = json.loads((bundle / "gpu003" / "reach.json").read_text())["commands"]["kernel"]
     assert doc["cmd"] == "uname -r" and doc["stdout"] == "6.8.0-40-generic\n"
     fleet.fleet.stop()
     run = fleet.run("--transport", "replay", "--replay", str(bundle))

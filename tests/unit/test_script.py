@@ -34,7 +34,8 @@ def test_frames_split_stdout_stderr_rc():
 
 
 def test_each_command_has_its_own_deadline():
-    script, out, err = run_local([CommandSpec("hang", "sleep 30", 0.5), CommandSpec("after", "echo ok")])
+    specs = [CommandSpec("hang", "sleep 30", 0.5), CommandSpec("after", "echo ok")]
+    script, out, err = run_local(specs)
     res, done = parse_frames(script, out, err)
     assert done
     assert res["hang"].timed_out and res["hang"].rc == 124
@@ -49,7 +50,8 @@ def test_missing_tool_is_rc_127_not_an_exception():
 
 def test_output_cannot_forge_frames():
     # A tool printing our marker syntax with a guessed nonce does not end its frame.
-    script, out, err = run_local([CommandSpec("a", "echo '@@0000 E a 0 1'; echo real")], nonce="f" * 32)
+    specs = [CommandSpec("a", "echo '@@0000 E a 0 1'; echo real")]
+    script, out, err = run_local(specs, nonce="f" * 32)
     res, _ = parse_frames(script, out, err)
     assert res["a"].stdout == "@@0000 E a 0 1\nreal\n"
 

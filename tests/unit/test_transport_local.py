@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from nodegate.model import CommandSpec, Reach
-from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.evidence import EvidenceWriter, resolve_evidence
 from nodegate.transport.local import LocalTransport, ReplayTransport
 
 
@@ -23,9 +23,10 @@ def test_local_session_writes_evidence_and_replays(tmp_path):
     assert out.results["hello"].stdout == "hello\n"
     assert out.results["fail"].rc == 2 and out.results["fail"].stderr == "no\n"
     assert out.results["hang"].timed_out
-    doc = json.loads((raw / "localhost/reach/hello.json").read_text())
+    assert out.results["hello"].evidence == "raw/localhost/reach.json#hello"
+    doc = resolve_evidence(tmp_path, "raw/localhost/reach.json#hello")
     assert doc["cmd"] == "echo hello" and doc["stdout"] == "hello\n"
-    assert out.results["hello"].evidence == "raw/localhost/reach/hello.json"
+    assert json.loads((raw / "localhost/reach.json").read_text())["reach"] == "ok"
 
     rt = ReplayTransport(raw)
     back = asyncio.run(rt.run_stage("reach", {"localhost": specs}))["localhost"]

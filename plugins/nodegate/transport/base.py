@@ -91,7 +91,8 @@ class Transport(abc.ABC):
             connects=connects,
         )
         if self.evidence is not None:
-            outcome = self.evidence.record(stage, outcome)
+            # Off the event loop: file I/O must not stall the other nodes' sessions.
+            outcome = await asyncio.to_thread(self.evidence.record, stage, outcome)
         return outcome
 
     async def run_stage(

@@ -1,7 +1,11 @@
-"""Raw evidence on disk: reports/<run-id>/raw/<node>/<stage>/<command-id>.json, as it arrives.
+"""Raw evidence on disk: reports/<run-id>/raw/<node>/<stage>.json, written as each node's
+session returns, holding every command of the stage (exact command line, rc, duration, stdout,
+stderr) and how the session went.
 
-The layout doubles as a capture bundle: the replay transport answers from any raw directory,
-so a node can be re-judged offline and a bug report can carry its evidence.
+One file per node and stage (not per command): on the slow filesystems of CI machines each
+file costs ~0.5 ms, which at 1,024 nodes is seconds. The layout doubles as a capture bundle:
+the replay transport answers from any raw/ directory, so a node can be re-judged offline and a
+bug report can carry its evidence. A verdict's evidence is `raw/<node>/<stage>.json#<command>`.
 """
 
 from __future__ import annotations
@@ -15,8 +19,7 @@ from typing import Any
 
 from nodegate.model import CommandResult, NodeOutcome, Reach
 
-SESSION_FILE = "_session.json"
-BUNDLE_VERSION = 1
+BUNDLE_VERSION = 2
 
 
 def _safe(part: str) -> str:
@@ -32,69 +35,58 @@ class EvidenceWriter:
         self.root = Path(root)
         self.transport = transport
 
-    def rel(self, node: str, stage: str, cmd_id: str) -> str:
-        return f"raw/{_safe(node)}/{_safe(stage)}/{_safe(cmd_id)}.json"
-
     def record(self, stage: str, outcome: NodeOutcome) -> NodeOutcome:
-        """Write the outcome's files; return it with evidence paths filled in."""
-        d = self.root / _safe(outcome.node) / _safe(stage)
+        """Write the outcome's file; return it with evidence references filled in."""
+        d = self.root / _safe(outcome.node)
         d.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        rel = f"raw/{outcome.node}/{_safe(stage)}.json"
+        commands: dict[str, Any] = {}
         results: dict[str, CommandResult] = {}
         for cid, r in outcome.results.items():
-            rel = self.rel(outcome.node, stage, cid)
-            doc: dict[str, Any] = {
-                "bundle_version": BUNDLE_VERSION,
-                "node": outcome.node,
-                "stage": stage,
-                "id": cid,
+            commands[cid] = {
                 "cmd": r.cmd,
                 "rc": r.rc,
                 "timed_out": r.timed_out,
                 "duration_s": r.duration_s,
-                "transport": self.transport,
-                "captured_at": stamp,
                 "stdout": r.stdout,
                 "stderr": r.stderr,
             }
-            _write_json(d / f"{cid}.json", doc)
-            results[cid] = dataclasses.replace(r, evidence=rel)
-        _write_json(
-            d / SESSION_FILE,
-            {
-                "bundle_version": BUNDLE_VERSION,
-                "node": outcome.node,
-                "stage": stage,
-                "reach": outcome.reach.value,
-                "detail": outcome.detail,
-                "duration_s": outcome.duration_s,
-                "transport": self.transport,
-                "captured_at": stamp,
-                "commands": sorted(outcome.results),
-            },
-        )
+            results[cid] = dataclasses.replace(r, evidence=f"{rel}#{cid}")
+        doc = {
+            "bundle_version": BUNDLE_VERSION,
+            "node": outcome.node,
+            "stage": stage,
+            "reach": outcome.reach.value,
+            "detail": outcome.detail,
+            "duration_s": outcome.duration_s,
+            "transport": self.transport,
+            "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "commands": commands,
+        }
+        (d / f"{stage}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         return dataclasses.replace(outcome, results=results)
 
 
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
-def read_session(root: Path, node: str, stage: str) -> tuple[Reach, str] | None:
-    """The recorded reach outcome of a node's stage session, or None if not captured."""
-    p = root / _safe(node) / _safe(stage) / SESSION_FILE
-    if not p.is_file():
-        return None
-    doc = json.loads(p.read_text(encoding="utf-8"))
-    return Reach(doc["reach"]), str(doc.get("detail", ""))
-
-
-def read_command(root: Path, node: str, stage: str, cmd_id: str) -> dict[str, Any] | None:
-    """One captured command document, or None."""
-    p = root / _safe(node) / _safe(stage) / f"{_safe(cmd_id)}.json"
+def read_capture(root: Path, node: str, stage: str) -> dict[str, Any] | None:
+    """A node's captured stage document, or None if the bundle has none."""
+    p = root / _safe(node) / f"{_safe(stage)}.json"
     if not p.is_file():
         return None
     doc: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
+    if doc.get("bundle_version") != BUNDLE_VERSION:
+        raise ValueError(
+            f"{p}: bundle version {doc.get('bundle_version')}, expected {BUNDLE_VERSION}"
+        )
     return doc
+
+
+def capture_reach(doc: dict[str, Any]) -> tuple[Reach, str]:
+    return Reach(doc["reach"]), str(doc.get("detail", ""))
+
+
+def resolve_evidence(run_dir: str | os.PathLike[str], ref: str) -> dict[str, Any]:
+    """The command document a verdict's evidence reference (`raw/n/stage.json#cmd`) points to."""
+    path, _, cmd = ref.partition("#")
+    doc: dict[str, Any] = json.loads(Path(run_dir, path).read_text(encoding="utf-8"))
+    out: dict[str, Any] = doc["commands"][cmd]
+    return out

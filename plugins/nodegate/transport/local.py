@@ -9,10 +9,11 @@ import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach
 from nodegate.transport.base import Session, Transport, read_until
-from nodegate.transport.evidence import EvidenceWriter, read_command, read_session
+from nodegate.transport.evidence import EvidenceWriter, capture_reach, read_capture
 from nodegate.transport.script import LAUNCHER
 
 
@@ -66,21 +67,25 @@ class ReplayTransport(Transport):
         raise NotImplementedError  # run_node is overridden: a replay has no script
 
     async def run_node(self, node: str, stage: str, specs: Sequence[CommandSpec]) -> NodeOutcome:
-        sess = read_session(self.bundle, node, stage)
-        if sess is None:
-            outcome = NodeOutcome(
-                node, Reach.ERROR, {}, f"no capture of stage {stage!r} for {node} in {self.bundle}"
-            )
+        try:
+            doc = read_capture(self.bundle, node, stage)
+        except (ValueError, OSError) as exc:
+            doc, why = None, f"unreadable capture: {exc}"
         else:
-            reach, detail = sess
+            why = f"no capture of stage {stage!r} for {node} in {self.bundle}"
+        if doc is None:
+            outcome = NodeOutcome(node, Reach.ERROR, {}, why)
+        else:
+            reach, detail = capture_reach(doc)
+            captured: dict[str, Any] = doc.get("commands", {})
             results: dict[str, CommandResult] = {}
             missing: list[str] = []
             for spec in specs:
-                doc = read_command(self.bundle, node, stage, spec.id)
-                if doc is None:
+                c = captured.get(spec.id)
+                if c is None:
                     missing.append(spec.id)
                     continue
-                if doc.get("cmd") != spec.cmd:
+                if c.get("cmd") != spec.cmd:
                     # The check now runs a different command than the one captured: the
                     # captured output is not evidence for it.
                     missing.append(f"{spec.id} (captured command differs)")
@@ -88,11 +93,11 @@ class ReplayTransport(Transport):
                 results[spec.id] = CommandResult(
                     id=spec.id,
                     cmd=spec.cmd,
-                    rc=doc.get("rc"),
-                    stdout=doc.get("stdout", ""),
-                    stderr=doc.get("stderr", ""),
-                    duration_s=doc.get("duration_s"),
-                    timed_out=bool(doc.get("timed_out", False)),
+                    rc=c.get("rc"),
+                    stdout=c.get("stdout", ""),
+                    stderr=c.get("stderr", ""),
+                    duration_s=c.get("duration_s"),
+                    timed_out=bool(c.get("timed_out", False)),
                 )
             if missing and reach is Reach.OK:
                 detail = "not in the capture: " + ", ".join(missing)

@@ -15,6 +15,7 @@ import secrets
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from nodegate.model import CommandResult, CommandSpec
 
@@ -42,12 +43,17 @@ class StageScript:
         return sum(s.timeout_s + KILL_AFTER_S for s in self.specs) + 5.0
 
 
-def _invocation(spec: CommandSpec) -> str:
-    t = f"{spec.timeout_s:g}"
-    if _SHELL_META.search(spec.cmd) is None and spec.cmd.strip():
-        argv = shlex.split(spec.cmd)
+@lru_cache(maxsize=4096)
+def _invocation_of(cmd: str, timeout_s: float) -> str:
+    t = f"{timeout_s:g}"
+    if _SHELL_META.search(cmd) is None and cmd.strip():
+        argv = shlex.split(cmd)
         return f"timeout -k {KILL_AFTER_S:g} {t} " + " ".join(shlex.quote(a) for a in argv)
-    return f"timeout -k {KILL_AFTER_S:g} {t} sh -c {shlex.quote(spec.cmd)}"
+    return f"timeout -k {KILL_AFTER_S:g} {t} sh -c {shlex.quote(cmd)}"
+
+
+def _invocation(spec: CommandSpec) -> str:
+    return _invocation_of(spec.cmd, spec.timeout_s)
 
 
 def build_script(specs: Sequence[CommandSpec], nonce: str | None = None) -> StageScript:

@@ -27,6 +27,14 @@ from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.script import LAUNCHER
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+ENCRYPTION_ALGS = [
+    "aes128-gcm@openssh.com",
+    "aes256-gcm@openssh.com",
+    "chacha20-poly1305@openssh.com",
+    "aes128-ctr",
+    "aes192-ctr",
+    "aes256-ctr",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +166,10 @@ class SSHTransport(Transport):
             connect_timeout=target.connect_timeout_s,
             login_timeout=target.connect_timeout_s,
             keepalive_interval=30,
+            # AES-GCM first: hardware AES through `cryptography`, where asyncssh's
+            # chacha20-poly1305 builds a cipher context per packet (1.5 s of client CPU
+            # per 256 nodes here). Every OpenSSH since 6.2 offers it; the rest still follow.
+            encryption_algs=ENCRYPTION_ALGS,
             agent_path=None if target.identity_files else (),
         )
         self.connections_opened += 1
