@@ -10,6 +10,7 @@ Workers never open fleet connections for registered checks; they read verdicts.j
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import secrets
 from collections.abc import Iterable
@@ -28,7 +29,7 @@ from nodegate.profiles import Profile, ProfileLibrary
 from nodegate.report import summary_lines
 from nodegate.stages.registry import STAGE_MARKERS, checks_by_test
 from nodegate.transport.base import Transport
-from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.evidence import EvidenceWriter, resolve_evidence
 
 STATE = pytest.StashKey["RunState"]()
 NODE_PARAM = "nodegate_node"
@@ -278,13 +279,18 @@ class _XdistController:
 class CheckView:
     """What a check item sees: its verdicts; `assert_pass()` fails closed."""
 
-    def __init__(self, check: str, node: str, verdicts: list[Verdict]) -> None:
+    def __init__(
+        self, check: str, node: str, verdicts: list[Verdict], allure_to: tuple[str, Path] | None
+    ) -> None:
         self.check = check
         self.node = node
         self.verdicts = verdicts
+        self._allure_to = allure_to  # (stage, run dir) when --alluredir is given
 
     def assert_pass(self) -> None:
         __tracebackhide__ = True
+        if self._allure_to is not None:  # in the test body, so Allure files it with the test
+            _allure_attach(self, *self._allure_to)
         if not self.verdicts:
             pytest.fail(
                 f"{self.check} on {self.node}: no verdict (did not run) - fail closed",
@@ -318,10 +324,36 @@ def _describe(v: Verdict) -> str:
 def nodegate_check(request: pytest.FixtureRequest, nodegate_node: str) -> CheckView:
     """The verdicts of this item's (check, node), computed once for the whole run."""
     state: RunState = request.config.stash[STATE]
-    entry = checks_by_test()[request.function.__name__]
-    return CheckView(
-        entry[1].id, nodegate_node, state.load_result().for_item(entry[1].id, nodegate_node)
+    stage, spec = checks_by_test()[request.function.__name__]
+    allure_to = (
+        (stage.name, state.run_dir)
+        if getattr(request.config.option, "allure_report_dir", None)
+        else None
     )
+    verdicts = state.load_result().for_item(spec.id, nodegate_node)
+    return CheckView(spec.id, nodegate_node, verdicts, allure_to)
+
+
+def _allure_attach(view: CheckView, stage: str, run_dir: Path) -> None:
+    """With --alluredir: label the item and attach its verdicts and raw evidence."""
+    import allure
+
+    allure.dynamic.feature(stage)  # type: ignore[no-untyped-call]
+    allure.dynamic.story(view.check)  # type: ignore[no-untyped-call]
+    allure.dynamic.tag(view.node)  # type: ignore[no-untyped-call]
+    allure.attach(
+        json.dumps([v.to_json() for v in view.verdicts], indent=1),
+        name="verdicts",
+        attachment_type=allure.attachment_type.JSON,
+    )
+    for ref in sorted({e for v in view.verdicts for e in v.evidence}):
+        try:
+            doc = resolve_evidence(run_dir, ref)
+        except (OSError, KeyError, ValueError):
+            continue  # the verdict itself says what is missing
+        allure.attach(
+            json.dumps(doc, indent=1), name=ref, attachment_type=allure.attachment_type.JSON
+        )
 
 
 class NodeHandle:
@@ -371,8 +403,9 @@ class _Recorder:
 
 def _site_verdict(key: tuple[str, str], report: pytest.TestReport) -> Verdict:
     status = {"passed": Status.PASS, "skipped": Status.SKIP}.get(report.outcome, Status.FAIL)
-    lines = str(report.longreprtext).strip().splitlines()
-    msg = "" if status is Status.PASS else (lines[-1] if lines else report.outcome)
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = str(getattr(crash, "message", "") or report.longreprtext).strip()
+    msg = "" if status is Status.PASS else (text.splitlines()[0] if text else report.outcome)
     return Verdict(key[0], key[1], status, component="site", message=msg)
 
 
@@ -384,6 +417,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if state.ran and state.result is not None:
             for v in state.site_verdicts:
                 state.result.add(v)
+            # Final state of the run: site checks' verdicts and every connection opened.
+            state.result.connections = getattr(state.transport, "connections_opened", 0)
+            state.result.write(state.run_dir)
             doc = _admission(state)
             path = write_admission(state.run_dir, doc)
             session.config.stash[_DOC] = (doc, str(path))

@@ -67,7 +67,13 @@ class SimFleet:
     def model(self) -> dict[str, Any]:
         return self.fleet.model()
 
-    def run(self, *args: str, inventory: Path | None = None, timeout: float = 300) -> Run:
+    def run(
+        self,
+        *args: str,
+        inventory: Path | None = None,
+        timeout: float = 300,
+        tests: Path | None = None,
+    ) -> Run:
         """`pytest suites --inventory <fleet>` in a subprocess, as an operator runs it."""
         run_id = f"t{next(_subnets)}-{os.getpid()}"
         reports = self.tmp / "reports"
@@ -75,7 +81,7 @@ class SimFleet:
             sys.executable,
             "-m",
             "pytest",
-            str(REPO / "suites"),
+            str(tests or REPO / "suites"),
             f"--inventory={inventory or self.inventory}",
             f"--reports-dir={reports}",
             f"--run-id={run_id}",
