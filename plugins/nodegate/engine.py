@@ -138,7 +138,16 @@ class Engine:
                     all_nodes=self.nodes,
                     options=self.options,
                 )
-                for v in await stage.run(ctx):
+                try:
+                    verdicts = await stage.run(ctx)
+                except Exception as exc:  # noqa: BLE001 - a stage bug must not lose the run
+                    why = f"stage {stage.name} failed: {type(exc).__name__}: {exc}"
+                    verdicts = [
+                        Verdict(c.id, n.name, Status.ERROR, "nodegate", message=why)
+                        for n in part
+                        for c in stage.checks
+                    ]
+                for v in verdicts:
                     result.add(v)
             result.timings[stage.name] = round(time.monotonic() - t0, 3)
             result.stages_run.append(stage.name)

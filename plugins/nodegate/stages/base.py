@@ -131,6 +131,9 @@ class Facts:
         except ParseError as exc:
             self.errors[cmd_id] = f"unrecognized output of `{r.cmd}`: {exc.reason}"
             return None
+        except Exception as exc:  # noqa: BLE001 - a parser bug is an ERROR for this node only
+            self.errors[cmd_id] = f"parser failed on `{r.cmd}`: {type(exc).__name__}: {exc}"
+            return None
 
     def absent(self, cmd_id: str) -> bool:
         return self.errors.get(cmd_id, "").startswith("absent:")

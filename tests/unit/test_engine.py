@@ -1,0 +1,64 @@
+"""The engine keeps what it measured when a stage or parser breaks (fail closed, per node)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from nodegate.engine import Engine
+from nodegate.inventory.model import Node, SSHSettings
+from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
+from nodegate.profiles import Profile
+from nodegate.stages.base import CheckSpec, Facts, Stage, StageContext
+from nodegate.transport.base import Session, Transport
+
+
+class NoTransport(Transport):
+    async def _session(self, node: str, script_text: str, deadline_s: float) -> Session:
+        raise AssertionError("not used")
+
+
+class Broken(Stage):
+    name = "broken"
+    checks = (CheckSpec("broken.x", "test_x", "x"),)
+
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        raise RuntimeError("boom")
+
+
+class Fine(Stage):
+    name = "fine"
+    checks = (CheckSpec("fine.y", "test_y", "y"),)
+
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        return [Verdict("fine.y", n.name, Status.PASS) for n in ctx.nodes]
+
+
+def node(name: str) -> Node:
+    from nodegate.inventory.model import FrozenMap
+
+    return Node(name, ("all",), FrozenMap({}), "p", SSHSettings())
+
+
+def test_stage_crash_becomes_errors_and_later_stages_run(tmp_path: Path) -> None:
+    nodes = [node("n1"), node("n2")]
+    prof = Profile("p", "p.yaml", {})
+    eng = Engine(nodes, {"n1": prof, "n2": prof}, NoTransport(), tmp_path, [Broken(), Fine()])
+    sel = [(c, n.name) for c in ("broken.x", "fine.y") for n in nodes]
+    res = asyncio.run(eng.run(sel))
+    bad = res.for_item("broken.x", "n1")
+    assert bad[0].status is Status.ERROR and "RuntimeError: boom" in bad[0].message
+    assert res.for_item("fine.y", "n2")[0].status is Status.PASS
+    assert res.stages_run == ["broken", "fine"]
+
+
+def test_parser_crash_is_an_error_for_that_node() -> None:
+    out = NodeOutcome("n1", Reach.OK, {"c": CommandResult("c", "tool", 0, "x", "", 0.1)})
+    f = Facts("s", out)
+
+    def crashing(text: str) -> int:
+        return [1][5]
+
+    assert f.parse("c", crashing) is None
+    assert "IndexError" in f.errors["c"]
+    assert f.parse("missing", crashing) is None and "did not run" in f.errors["missing"]
