@@ -11,6 +11,7 @@ from typing import Protocol
 
 from nodegate.model import CommandSpec, NodeOutcome, Reach
 from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.process import RemoteProcess, SpawnError
 from nodegate.transport.script import build_script, parse_frames
 
 OnOutcome = Callable[[NodeOutcome], None]
@@ -111,6 +112,13 @@ class Transport(abc.ABC):
 
         outs = await asyncio.gather(*(one(n) for n in plan))
         return {o.node: o for o in outs}
+
+    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+        """Start `cmd` on `node` under `timeout timeout_s` and return at once (active stages).
+
+        Raises SpawnError when the node cannot run it.
+        """
+        raise SpawnError(node, "error", f"the {self.name} transport cannot start processes")
 
     async def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections; the default transport holds none."""

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import time
+from asyncio.subprocess import Process
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach
 from nodegate.transport.base import Session, Transport, read_until
 from nodegate.transport.evidence import EvidenceWriter, capture_reach, read_capture
+from nodegate.transport.process import RemoteProcess, kill_script, wrap
 from nodegate.transport.script import LAUNCHER
 
 
@@ -50,6 +52,41 @@ class LocalTransport(Transport):
                 Reach.TIMEOUT, out, err, f"session exceeded its {deadline_s:g} s deadline"
             )
         return Session(Reach.OK, out, err)
+
+    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+        p = LocalProcess(node, cmd, timeout_s)
+        p.proc = await asyncio.create_subprocess_exec(
+            "sh",
+            "-c",
+            wrap(cmd, timeout_s, p.tag),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        return p
+
+
+class LocalProcess(RemoteProcess):
+    """A command run on this machine by the local transport."""
+
+    proc: Process
+
+    async def _read_out(self, n: int) -> bytes:
+        assert self.proc.stdout is not None
+        return await self.proc.stdout.read(n)
+
+    async def _read_err(self, n: int) -> bytes:
+        assert self.proc.stderr is not None
+        return await self.proc.stderr.read(n)
+
+    async def _returncode(self) -> int | None:
+        return await self.proc.wait()
+
+    async def _run_kill(self, pid: int) -> None:
+        killer = await asyncio.create_subprocess_exec("sh", "-c", kill_script(pid))
+        await killer.wait()
+
+    def _close(self) -> None:
+        pass
 
 
 class ReplayTransport(Transport):

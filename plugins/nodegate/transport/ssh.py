@@ -9,6 +9,7 @@ whole run, so later stages (and `node.run()` in site checks) reuse them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import os
 import time
@@ -24,6 +25,7 @@ from nodegate.inventory import Node, SSHConfig
 from nodegate.model import Reach
 from nodegate.transport.base import Session, Transport, read_until
 from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.process import RemoteProcess, SpawnError, kill_script, wrap
 from nodegate.transport.script import LAUNCHER
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -225,6 +227,21 @@ class SSHTransport(Transport):
             return Session(Reach.TIMEOUT, out, err, why, opened)
         return Session(Reach.OK, out, err, "", opened)
 
+    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+        conn, reach, why, _ = await self.connect(node)
+        if conn is None:
+            raise SpawnError(node, reach.value, why)
+        p = SSHProcess(node, cmd, timeout_s, conn)
+        try:
+            p.proc = await asyncio.wait_for(
+                conn.create_process(wrap(cmd, timeout_s, p.tag), encoding=None),
+                self.targets[node].connect_timeout_s,
+            )
+        except Exception as exc:  # noqa: BLE001
+            r, w = classify(exc, self.targets[node])
+            raise SpawnError(node, r.value, f"could not open a session: {w}") from None
+        return p
+
     async def close(self) -> None:
         conns = list(self._conns.values())
         jumps = [t for t in self._jumps.values() if t.done() and not t.exception()]
@@ -238,6 +255,37 @@ class SSHTransport(Transport):
             j.close()
             await j.wait_closed()
         self._jumps.clear()
+
+
+class SSHProcess(RemoteProcess):
+    """A command on a node's persistent connection, in its own channel."""
+
+    proc: asyncssh.SSHClientProcess[bytes]
+
+    def __init__(
+        self, node: str, cmd: str, timeout_s: float, conn: asyncssh.SSHClientConnection
+    ) -> None:
+        super().__init__(node, cmd, timeout_s)
+        self.conn = conn
+
+    async def _read_out(self, n: int) -> bytes:
+        return await self.proc.stdout.read(n)
+
+    async def _read_err(self, n: int) -> bytes:
+        return await self.proc.stderr.read(n)
+
+    async def _returncode(self) -> int | None:
+        done = await self.proc.wait()
+        return done.exit_status
+
+    async def _run_kill(self, pid: int) -> None:
+        # Closing a channel does not end a command without a tty: kill it by PID.
+        # On failure the command's own `timeout` still ends it.
+        with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
+            await asyncio.wait_for(self.conn.run(kill_script(pid), check=False), 10)
+
+    def _close(self) -> None:
+        self.proc.close()
 
 
 def classify(exc: BaseException, target: Target) -> tuple[Reach, str]:
