@@ -1,0 +1,229 @@
+"""all_reduce_perf (nccl-tests) and NCCL_DEBUG parsers: corpus captures, quirks, broken input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from nodegate.errors import ParseError
+from nodegate.parsers.nccl_tests import (
+    NcclTestsFailure,
+    NcclTestsResult,
+    parse_all_reduce_perf,
+    parse_nccl_debug,
+)
+
+from tests.parsers.conftest import CORPUS, check_expected, corpus_text
+
+ARP = sorted(p.name for p in (CORPUS / "net").glob("all_reduce_perf__*"))
+DEBUG = sorted(p.name for p in (CORPUS / "net").glob("nccl_*"))
+OLD = "all_reduce_perf__a100-40gb-8gpu-single-node-old-format-superbench.txt"
+SSH = "all_reduce_perf__a100-sxm4-40gb-2node-16gpu-oci-roce-mpirun-ssh-warning-line.txt"
+G8 = "all_reduce_perf__a100-sxm4-40gb-8gpu-single-node-g8-oci-newer-format.txt"
+H100 = "all_reduce_perf__h100-gcp-a3mega-2node-16gpu.txt"
+MULTI = "all_reduce_perf__multinode-16G-size-unhandled-cuda-error-excerpt.txt"
+NCCL1 = "all_reduce_perf__nccl1-era-p100-8gpu-unhandled-cuda-error.txt"
+NONMPI = "all_reduce_perf__non-mpi-build-under-mpirun-duplicate-headers-excerpt.txt"
+INFO = "nccl_info__net-ib-using-sharp-ibext-h100-2node-excerpt.txt"
+WARN21 = "nccl_warn__net-ib-completion-error4-vendor81-ib-h100-2.1x-format.txt"
+WARNPLUGIN = "nccl_warn__net-ib-ib-plugin-status12-ipv6-gid.txt"
+
+
+def _ok(name: str) -> NcclTestsResult:
+    out = parse_all_reduce_perf(corpus_text(f"net/{name}"))
+    assert isinstance(out, NcclTestsResult)
+    return out
+
+
+def _fail(name: str) -> NcclTestsFailure:
+    out = parse_all_reduce_perf(corpus_text(f"net/{name}"))
+    assert isinstance(out, NcclTestsFailure)
+    return out
+
+
+@pytest.mark.parametrize("name", ARP)
+def test_all_reduce_perf_corpus_expected(name: str) -> None:
+    check_expected("all_reduce_perf", name, parse_all_reduce_perf(corpus_text(f"net/{name}")))
+
+
+@pytest.mark.parametrize("name", DEBUG)
+def test_nccl_debug_corpus_expected(name: str) -> None:
+    check_expected("nccl_debug", name, parse_nccl_debug(corpus_text(f"net/{name}")))
+
+
+def test_corpus_counts() -> None:
+    assert (len(ARP), len(DEBUG)) == (7, 3)
+
+
+def test_old_layout_redop_without_root_and_error_na() -> None:
+    res = _ok(OLD)
+    assert res.columns[3:5] == ("redop", "time") and "root" not in res.columns
+    assert res.header.agg_iters is None and res.header.validation == 0
+    row = res.rows[-1]
+    assert (row.size_bytes, row.redop, row.root) == (8589934592, "sum", None)
+    assert (row.out_of_place.busbw_gbytes_s, row.out_of_place.error) == (235.26, None)
+    assert row.out_of_place.wrong is None
+    assert [r.size_bytes for r in res.rows[:2]] == [0, 0]  # minBytes 1 prints two 0-byte rows
+    assert res.other_lines == ("hostname:3442:3442 [0] NCCL INFO Launch mode Parallel",)
+    assert res.ranks[0].group is None and res.ranks[0].pid == 112424
+    assert res.avg_busbw_gbytes_s == 68.4048
+
+
+def test_new_layout_root_wrong_and_trailing_space_footer() -> None:
+    res = _ok(G8)
+    assert res.header.graph == 0 and res.header.agg_iters == 1
+    row = res.rows[0]
+    assert (row.root, row.out_of_place.wrong, row.in_place.wrong) == (-1, 0, 0)
+    assert res.avg_busbw_gbytes_s == 81.112 and res.out_of_bounds == 0
+    assert res.hosts == ("inst-ks8ls-comp",) and len(res.ranks) == 8
+    assert max(r.in_place.busbw_gbytes_s for r in res.rows) == 235.21
+
+
+def test_two_node_mpirun_with_ssh_warning_line() -> None:
+    res = _ok(SSH)
+    assert res.other_lines[0].startswith("Warning: Permanently added")
+    assert res.hosts == ("inst-6ejzf-comp", "inst-ks8ls-comp") and res.independent_runs == 1
+    assert [r.rank for r in res.ranks] == list(range(16))
+    dip = next(r for r in res.rows if r.size_bytes == 67108864)
+    assert dip.out_of_place.busbw_gbytes_s == 20.77
+
+
+def test_h100_bus_ids_in_domain_form() -> None:
+    res = _ok(H100)
+    assert (
+        res.ranks[0].bus_id == "0000:04:00" and res.ranks[0].device_name == "NVIDIA H100 80GB HBM3"
+    )
+    assert res.rows[-1].in_place.busbw_gbytes_s == 337.35
+
+
+def test_non_mpi_build_is_two_independent_runs() -> None:
+    res = _ok(NONMPI)
+    assert res.independent_runs == 2
+    assert res.hosts == ("testgpu1", "testgpu2") and res.rows == ()
+
+
+def test_unhandled_cuda_error_excerpt_is_a_failure_with_hosts() -> None:
+    fail = _fail(MULTI)
+    assert fail.kind == "nccl_error" and fail.rows_completed == 5
+    assert fail.hosts == ("HCA-107", "HCA-108", "HCA-128")
+    assert fail.message == (
+        "HCA-128: Test NCCL failure common.cu:1204 "
+        "'unhandled cuda error (run with NCCL_DEBUG=INFO for details) / '"
+    )
+
+
+def test_nccl1_era_failure_before_any_row() -> None:
+    fail = _fail(NCCL1)
+    assert (fail.kind, fail.rows_completed) == ("nccl_error", 0)
+    assert fail.messages == ("NCCL failure all_reduce.cu:95 'unhandled cuda error'",)
+
+
+def test_nccl_warn_in_output_is_a_failure() -> None:
+    fail = _fail(WARN21)
+    assert fail.kind == "nccl_warn" and "vendor err 81" in fail.message
+
+
+def test_out_of_bounds_failed_is_a_failure() -> None:
+    text = corpus_text(f"net/{G8}").replace("values : 0 OK", "values : 3 FAILED")
+    fail = parse_all_reduce_perf(text)
+    assert isinstance(fail, NcclTestsFailure) and fail.kind == "wrong_values"
+
+
+def test_crlf_is_tolerated() -> None:
+    assert parse_all_reduce_perf(corpus_text(f"net/{H100}").replace("\n", "\r\n")) == _ok(H100)
+
+
+def _garbage() -> list[str]:
+    return ["", " \n\n", "hello world\nnot a benchmark\n", "\x00\xff\x10junk\x7f\n" * 4]
+
+
+@pytest.mark.parametrize("text", _garbage(), ids=["empty", "blank", "text", "binary"])
+def test_all_reduce_perf_garbage_raises(text: str) -> None:
+    with pytest.raises(ParseError) as exc:
+        parse_all_reduce_perf(text)
+    assert exc.value.tool == "all_reduce_perf"
+
+
+@pytest.mark.parametrize("name", [OLD, SSH, G8, H100])
+def test_all_reduce_perf_truncated_raises(name: str) -> None:
+    text = corpus_text(f"net/{name}")
+    with pytest.raises(ParseError, match="truncated"):
+        parse_all_reduce_perf(text[: int(len(text) * 0.4)])
+
+
+def test_all_reduce_perf_cut_before_footer_raises() -> None:
+    text = corpus_text(f"net/{H100}")
+    with pytest.raises(ParseError, match="Avg bus bandwidth"):
+        parse_all_reduce_perf(text[: text.index("# Out of bounds")])
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        "net/ib_write_bw__roce-cx7-rdmacm-tos41-all-sizes-gbits-1qp-client.txt",
+        "net/ibstat__h100-cx7-ndr400-ib-cx6dx-ports-down.txt",
+    ],
+)
+def test_other_tools_output_raises(other: str) -> None:
+    with pytest.raises(ParseError) as exc:
+        parse_all_reduce_perf(corpus_text(other))
+    assert exc.value.tool == "all_reduce_perf"
+    with pytest.raises(ParseError) as exc:
+        parse_nccl_debug(corpus_text(other))
+    assert exc.value.tool == "nccl_debug"
+
+
+def test_nccl_info_sharp_ibext_devices() -> None:
+    facts = parse_nccl_debug(corpus_text(f"net/{INFO}"))
+    assert facts.network == "IBext" and facts.sharp is True and facts.relaxed_ordering is True
+    assert [d.name for d in facts.ib_devices] == ["mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5"]
+    assert (facts.oob_interface, facts.nranks, facts.warnings) == ("ibp25s0", 16, ())
+
+
+def test_nccl_warn_both_completion_spellings() -> None:
+    old = parse_nccl_debug(corpus_text(f"net/{WARN21}")).ib_completion_errors
+    new = parse_nccl_debug(corpus_text(f"net/{WARNPLUGIN}")).ib_completion_errors
+    assert [(e.host, e.status, e.vendor_err, e.direction) for e in old] == [
+        ("H100-2", 4, 81, "Send"),
+        ("H100-1", 4, 81, "Send"),
+    ]
+    assert old[0].peer == "fe80::966d:ae03:8b:df78%ib0" and old[0].local_gid is None
+    assert [(e.status, e.opcode, e.direction) for e in new] == [
+        (12, 0, "Recv"),
+        (12, 32616, "Recv"),
+    ]
+    assert new[0].remote_gid == "fd00:1148:9000:5000:4:200:3:ff1f"
+
+
+@pytest.mark.parametrize("text", _garbage(), ids=["empty", "blank", "text", "binary"])
+def test_nccl_debug_garbage_raises(text: str) -> None:
+    with pytest.raises(ParseError) as exc:
+        parse_nccl_debug(text)
+    assert exc.value.tool == "nccl_debug"
+
+
+def test_nccl_debug_truncated_device_line_raises() -> None:
+    text = corpus_text(f"net/{INFO}")
+    with pytest.raises(ParseError, match="cut short"):
+        parse_nccl_debug(text[: text.index("[2]mlx5_4")])
+
+
+def test_nccl_debug_truncated_excerpt_keeps_only_what_it_saw() -> None:
+    # Line logs have no end marker: a cut between lines yields the facts of the lines kept.
+    text: Any = corpus_text(f"net/{INFO}")
+    facts = parse_nccl_debug(text[: text.index("qh100-gpu19")])
+    assert facts.nranks is None and facts.hosts == ("qh100-gpu20",)
+
+
+def test_nccl_debug_gdr_and_roce_devices() -> None:
+    text = (
+        "n1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_3:1/RoCE"
+        " ; OOB eth0:10.0.0.1<0>\n"
+        "n1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA\n"
+    )
+    facts = parse_nccl_debug(text)
+    assert [(d.name, d.link, d.sharp) for d in facts.ib_devices] == [
+        ("mlx5_0", "RoCE", False),
+        ("mlx5_3", "RoCE", False),
+    ]
+    assert (facts.gdr, facts.sharp, facts.relaxed_ordering) == (True, False, False)
