@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from nodegate.errors import ConfigError
 from nodegate.sim.fleet import Fleet, build_fleet, find_sshd
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,10 +21,9 @@ _subnets = itertools.count(0)
 
 
 def _subnet() -> str:
-    # One /16 per fleet, distinct per xdist worker too, so fleets never share an address.
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    w = int(worker[2:]) if worker[2:].isdigit() else 0
-    return f"127.{100 + w * 20 + next(_subnets)}"
+    """A /16 in 127.0.0.0/8 for the next fleet: spread by process id so concurrent test runs
+    (xdist workers, or two pytest processes) rarely meet; a busy one is skipped at start."""
+    return f"127.{100 + (os.getpid() * 7 + next(_subnets)) % 150}"
 
 
 @pytest.fixture(scope="session")
@@ -103,10 +103,17 @@ def sim_fleet(tmp_path: Path, sshd_available: None):
     def make(model: dict[str, Any]) -> SimFleet:
         mpath = tmp_path / f"model-{len(started)}.yaml"
         mpath.write_text(yaml.safe_dump(model))
-        fleet = build_fleet(mpath, tmp_path / f"fleet-{len(started)}", subnet=_subnet())
-        started.append(fleet)
-        fleet.start()
-        return SimFleet(fleet, tmp_path)
+        for _attempt in range(10):
+            fleet = build_fleet(mpath, tmp_path / f"fleet-{len(started)}", subnet=_subnet())
+            try:
+                fleet.start()
+            except ConfigError as exc:
+                if "already accept connections" not in str(exc):
+                    raise
+                continue  # another run's fleet holds that subnet: take the next
+            started.append(fleet)
+            return SimFleet(fleet, tmp_path)
+        raise RuntimeError("no free loopback subnet for a simulated fleet")
 
     yield make
     for f in started:

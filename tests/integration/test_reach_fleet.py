@@ -29,7 +29,8 @@ def test_32_nodes_4_faults_exactly_those_rejected(sim_fleet):
         faults={"gpu003": ["unreachable"], "gpu012": [{"missing": "ofed_info"}]},
     )
     fleet = sim_fleet(model)
-    run = fleet.run()
+    # reach only: later stages judge the same driver again (gpu.driver) and add test cases
+    run = fleet.run("-m", "reach")
     assert run.rc == 1, run.stdout
     doc = run.admission
     jsonschema.Draft202012Validator(admission_schema()).validate(doc)
@@ -83,7 +84,7 @@ def test_transport_faults_are_outcomes(sim_fleet):
             },
         )
     )
-    run = fleet.run()
+    run = fleet.run("-m", "reach")
     assert run.rc == 1, run.stdout
     rej = run.rejected()
     assert sorted(rej) == ["gpu002", "gpu003", "gpu004", "gpu005"]
@@ -137,9 +138,11 @@ def test_selection_k_and_nodes(sim_fleet):
 
 def test_replay_rejudges_offline(sim_fleet):
     fleet = sim_fleet(base_model(4, overrides={"gpu002": {"nvidia_driver": "525.147.05"}}))
-    live = fleet.run()
+    live = fleet.run("-m", "reach")
     fleet.fleet.stop()  # nothing to reach any more
-    replay = fleet.run("--transport", "replay", "--replay", str(live.run_dir / "raw"))
+    replay = fleet.run(
+        "--transport", "replay", "--replay", str(live.run_dir / "raw"), "-m", "reach"
+    )
     assert replay.rc == live.rc == 1
     assert replay.rejected().keys() == live.rejected().keys() == {"gpu002"}
 

@@ -30,7 +30,14 @@ import yaml
 
 from nodegate.errors import ConfigError
 from nodegate.sim.model import FleetModel, SimNode, load_model
-from nodegate.sim.tools import SimTool, known_faults, providers, render_function, render_tool
+from nodegate.sim.tools import (
+    SimTool,
+    known_faults,
+    node_tools,
+    providers,
+    render_function,
+    render_tool,
+)
 from nodegate.transport.script import LAUNCHER
 
 ADDRS_PER_SSHD = 16  # OpenSSH's MAX_LISTEN_SOCKS
@@ -198,7 +205,7 @@ class Fleet:
         d = self.root / "nodes" / n.name
         (d / "bin").mkdir(parents=True)
         fast = [FAST_TIMEOUT]
-        tools: list[SimTool] = [t for p in providers() for t in p.tools(n)]
+        tools: list[SimTool] = node_tools(n)
         # Transport-level faults on tools no provider renders (host tools like cat).
         rendered = {t.name for t in tools}
         tools += [
@@ -211,6 +218,9 @@ class Fleet:
             fn = render_function(tool, n)
             if fn is not None:
                 fast.append(fn)
+        for p in providers():
+            for name, script in p.scripts(n).items():
+                _write_exec(d / "bin" / name, script)
         if not (d / "bin" / "cat").exists():
             fast.append('ngsim_cat() { ngsim_file_cat "$@"; }\n')
         (d / "fast.sh").write_text("\n".join(fast))

@@ -28,6 +28,9 @@ class SimTool:
     name: str
     answers: Mapping[str, Response]
     fallback: Response | None = None
+    # Arguments it has no answer for run the host's real tool (a host tool like grep that one
+    # stage simulates for its own command lines only).
+    passthrough: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,8 @@ class Provider:
     tools: Callable[[SimNode], Iterable[SimTool]]
     files: Callable[[SimNode], Mapping[str, str]] = field(default=lambda n: {})
     faults: Mapping[str, str] = field(default_factory=dict)
+    # Tools that must run for real (servers, clients): name -> stub script, no fast path.
+    scripts: Callable[[SimNode], Mapping[str, str]] = field(default=lambda n: {})
 
 
 GARBAGE = "\x1b[31m#!%@ segfault?? 0xdeadbeef\n\x00\x01 ~~~ :: ::\n<<<<<<<< unexpected\n"
@@ -56,7 +61,11 @@ def _case(tool: SimTool, end: str) -> list[str]:
     lines = ['case "$*" in']
     for args, resp in sorted(tool.answers.items()):
         lines.append(f"{shlex.quote(args)}) {_emit(resp, end)};;")
-    lines.append(f"*) {_emit(tool.fallback or unsupported(tool.name), end)};;")
+    if tool.fallback is None and tool.passthrough:
+        real = f'PATH=${{PATH#"$NG_NODE/bin:"}} command {shlex.quote(tool.name)} "$@"'
+        lines.append(f"*) ({real}); {end} $?;;")
+    else:
+        lines.append(f"*) {_emit(tool.fallback or unsupported(tool.name), end)};;")
     lines.append("esac")
     return lines
 
@@ -97,9 +106,27 @@ def _emit(r: Response, end: str) -> str:
 
 def providers() -> list[Provider]:
     """Every stage's provider, in stage order (explicit registry, no discovery magic)."""
-    from nodegate.sim.tools import reach
+    from nodegate.sim.tools import hca, pcie_gpu, reach
 
-    return [reach.PROVIDER]
+    return [reach.PROVIDER, pcie_gpu.PROVIDER, hca.PROVIDER]
+
+
+def node_tools(node: SimNode) -> list[SimTool]:
+    """Every provider's tools for `node`; a tool two stages simulate (`nvidia-smi` answers
+    `-q -x` for pcie_gpu and `topo -m` for hca) gets the union of their answers (the earlier
+    stage wins on the same arguments)."""
+    merged: dict[str, SimTool] = {}
+    for p in providers():
+        for t in p.tools(node):
+            prev = merged.get(t.name)
+            if prev is None:
+                merged[t.name] = t
+                continue
+            answers = {**t.answers, **prev.answers}
+            merged[t.name] = SimTool(
+                t.name, answers, prev.fallback or t.fallback, prev.passthrough or t.passthrough
+            )
+    return list(merged.values())
 
 
 def known_faults() -> dict[str, str]:

@@ -1,0 +1,297 @@
+"""Simulated tools and files of the `hca` stage: the /sys/class/infiniband listing `grep` prints
+(two reads: counters may climb between them), `nvidia-smi topo -m`, the nvidia_peermem state.
+
+Formats come from the corpus: the sysfs `path:value` lines and the counter set of a ConnectX-7
+port from sysfs__infiniband-h100-cx7-ndr400-bf3-bond-gpud-fixture-grep.txt (sim/data), the
+topo matrix from nvidia-smi-topo-m__h100-8gpu-vm-tabs-no-nics.txt (tabs, GPU NUMA ID column) with
+the NIC rows and NIC Legend of nvidia-smi-topo-m__a100-sxm4-80gb-8gpu-8nic-roce-...txt.
+
+`mlxlink -d <dev> -m -c --json` is the corpus capture mlxlink__json-m-c-cx7-400gbe-osfp-dr4-
+mft4.34.txt (sim/data, verbatim) with the port's speed, state, BER and fault flags substituted.
+
+Hardware key `hca` (all optional): `firmware` (ConnectX-7 fw_ver, default 28.41.1000),
+`frontend` (false drops the BlueField-3 front-end NIC mlx5_bond_0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+
+from nodegate.sim.model import SimNode
+from nodegate.sim.tools import Provider, Response, SimTool
+from nodegate.stages.hca import SYSFS_AGAIN_COMMAND, SYSFS_COMMAND
+
+IB = "/sys/class/infiniband"
+RAILS = 8
+CX7_FW = "28.41.1000"
+OLD_FW = "28.37.1014"  # a real ConnectX-7 release (corpus: ibstat a100 mt4126 VF capture)
+SYMBOL_ERRORS = (1021, 1087)  # first read, second read of a port whose symbol errors climb
+
+FAULTS = {
+    "hca_missing": "HCA ARG (default mlx5_4) is gone from /sys/class/infiniband and topo -m",
+    "hca_old_firmware": f"HCA ARG (default mlx5_4) runs firmware {OLD_FW}",
+    "hca_port_down": "port 1 of HCA ARG (default mlx5_4) is DOWN / Polling",
+    "hca_port_2x": "port 1 of HCA ARG (default mlx5_4) trained at 2X width (200 Gb/sec (2X NDR))",
+    "hca_port_hdr": "port 1 of HCA ARG (default mlx5_4) runs HDR (200 Gb/sec (4X HDR))",
+    "hca_symbol_errors": "symbol_error of HCA ARG (default mlx5_4) port 1 climbs between reads",
+    "hca_pcie_x8": "HCA ARG (default mlx5_4) PCIe link trained at x8",
+    "peermem_missing": "the nvidia_peermem module is not loaded",
+    "hca_high_ber": "mlxlink of HCA ARG (default mlx5_4): raw BER 3E-4, effective BER 2E-11",
+    "hca_module_fault": "mlxlink of HCA ARG (default mlx5_4): transceiver Rx LOS on lane 2",
+}
+
+
+@dataclass
+class Hca:
+    """One simulated RDMA device with one port."""
+
+    name: str
+    hca_type: str
+    board_id: str
+    fw_ver: str
+    guid: str
+    pci_device: str
+    numa: int
+    link_layer: str = "InfiniBand"
+    state: str = "4: ACTIVE"
+    phys_state: str = "5: LinkUp"
+    rate: str = "400 Gb/sec (4X NDR)"
+    pcie_width: int = 16
+    counters: dict[str, int] = field(default_factory=dict)
+    symbol_errors: tuple[int, int] | None = None
+    ber: tuple[str, str] = ("5E-10", "15E-255")  # raw, effective, as mlxlink prints them
+    rx_los_lane: int | None = None
+
+
+def _counters() -> dict[str, int]:
+    text = resources.files("nodegate").joinpath("sim/data/hca_port_counters.txt").read_text()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.partition(":")
+            out[name] = int(value)
+    return out
+
+
+def _guid(node: SimNode, i: int) -> str:
+    raw = f"946dae0300{(0xCDE72C + node.index * 16 + i) % 0xFFFFFF:06x}"
+    return ":".join(raw[k : k + 4] for k in range(0, 16, 4))
+
+
+def node_hcas(node: SimNode) -> list[Hca]:
+    """The node's RDMA devices after faults, sorted as the shell sorts the glob (C locale)."""
+    hw = node.hw.get("hca") or {}
+    fw = str(hw.get("firmware", CX7_FW))
+    base = _counters()
+    devs = [
+        Hca(f"mlx5_{i}", "MT4129", "MT_0000000838", fw, _guid(node, i), "0x1021", i // 4)
+        for i in range(RAILS)
+    ]
+    if hw.get("frontend", True):
+        devs.append(
+            Hca(
+                "mlx5_bond_0",
+                "MT41692",
+                "MT_0000000884",
+                "32.38.3056",
+                _guid(node, 15),
+                "0xa2dc",
+                0,
+                link_layer="Ethernet",
+                rate="200 Gb/sec (2X NDR)",
+            )  # fmt: skip
+        )
+    for d in devs:
+        d.counters = dict(base)
+    by_name = {d.name: d for d in devs}
+    for f in node.faults:
+        hit = by_name.get(f.arg or "mlx5_4")
+        if hit is None or f.kind not in FAULTS:
+            continue
+        d = hit
+        if f.kind == "hca_missing":
+            devs.remove(d)
+        elif f.kind == "hca_old_firmware":
+            d.fw_ver = OLD_FW
+        elif f.kind == "hca_port_down":
+            # What a port without a link partner reads (corpus ibstatus: 40 Gb/sec (4X QDR)).
+            d.state, d.phys_state, d.rate = "1: DOWN", "2: Polling", "40 Gb/sec (4X QDR)"
+        elif f.kind == "hca_port_2x":
+            d.rate = "200 Gb/sec (2X NDR)"
+        elif f.kind == "hca_port_hdr":
+            d.rate = "200 Gb/sec (4X HDR)"
+        elif f.kind == "hca_symbol_errors":
+            d.symbol_errors = SYMBOL_ERRORS
+        elif f.kind == "hca_pcie_x8":
+            d.pcie_width = 8
+        elif f.kind == "hca_high_ber":
+            d.ber = ("3E-4", "2E-11")
+        elif f.kind == "hca_module_fault":
+            d.rx_los_lane = 2
+    return sorted(devs, key=lambda d: d.name)
+
+
+def _port_lines(d: Hca, files: Iterable[str]) -> list[str]:
+    out = []
+    for name in files:
+        value = {"state": d.state, "phys_state": d.phys_state, "rate": d.rate}.get(name)
+        out.append(f"{IB}/{d.name}/ports/1/{name}:{value or d.link_layer}")
+    return out
+
+
+def _counter_lines(d: Hca, read: int) -> list[str]:
+    values = dict(d.counters)
+    if d.symbol_errors is not None:
+        values["symbol_error"] = d.symbol_errors[read]
+    return [f"{IB}/{d.name}/ports/1/counters/{k}:{v}" for k, v in sorted(values.items())]
+
+
+PCI_ATTRS = (
+    "vendor",
+    "device",
+    "numa_node",
+    "current_link_speed",
+    "current_link_width",
+    "max_link_speed",
+    "max_link_width",
+)
+
+
+def _pci_value(d: Hca, attr: str) -> str:
+    """Kernel formats (drivers/pci/pci-sysfs.c): hex ids, decimal widths, pci_speed_string()."""
+    values = {
+        "vendor": "0x15b3",
+        "device": d.pci_device,
+        "numa_node": str(d.numa),
+        "current_link_width": str(d.pcie_width),
+        "max_link_width": "16",
+    }
+    return values.get(attr, "32.0 GT/s PCIe")
+
+
+def sysfs_listing(devs: list[Hca], read: int) -> str:
+    """What `grep -H -r .` prints for the stage's first (0) or second (1) read: pattern by
+    pattern, each glob's matches in sorted order, as the shell expands them."""
+    lines: list[str] = []
+    if read == 0:
+        for attr in ("fw_ver", "board_id", "hca_type", "node_guid"):
+            for d in devs:
+                v = {"fw_ver": d.fw_ver, "board_id": d.board_id, "hca_type": d.hca_type}
+                lines.append(f"{IB}/{d.name}/{attr}:{v.get(attr, d.guid)}")
+    port_files = ("state", "phys_state", "rate") + (("link_layer",) if read == 0 else ())
+    for name in port_files:
+        for d in devs:
+            lines += _port_lines(d, [name])
+    for d in devs:
+        lines += _counter_lines(d, read)
+    if read == 0:
+        for attr in PCI_ATTRS:
+            lines += [f"{IB}/{d.name}/device/{attr}:{_pci_value(d, attr)}" for d in devs]
+    return "\n".join(lines) + "\n"
+
+
+_LEGEND = """
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""  # noqa: E501
+_CPUS = ("0-55,112-167", "56-111,168-223")  # 2 x 56-core sockets with SMT
+
+
+def topo_matrix(devs: list[Hca], gpus: int = 8) -> str:
+    """`nvidia-smi topo -m` of an HGX H100 board: GPU i and mlx5_i share a PCIe switch (PIX)."""
+    nics = sorted(devs, key=lambda d: (d.numa, d.name != "mlx5_bond_0", len(d.name), d.name))
+    gpu_numa = [i * 2 // gpus for i in range(gpus)]
+    names = [f"GPU{i}" for i in range(gpus)] + [f"NIC{k}" for k in range(len(nics))]
+
+    def rel(a: int, b: int) -> str:  # indices into names
+        if a == b:
+            return " X "
+        if a < gpus and b < gpus:
+            return "NV18"
+        na = gpu_numa[a] if a < gpus else nics[a - gpus].numa
+        nb = gpu_numa[b] if b < gpus else nics[b - gpus].numa
+        g, n = (a, b) if a < gpus else (b, a)
+        if g < gpus and n >= gpus and nics[n - gpus].name == f"mlx5_{g}":
+            return "PIX"
+        return "NODE" if na == nb else "SYS"
+
+    head = "\t" + "\t".join(names) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
+    rows = [head]
+    for a, name in enumerate(names):
+        cells = [rel(a, b) for b in range(len(names))]
+        tail = [_CPUS[gpu_numa[a]], str(gpu_numa[a]), "", "N/A"] if a < gpus else []
+        rows.append("\t".join([name, *cells, *tail]))
+    legend = "\n".join(f"  NIC{k}: {d.name}" for k, d in enumerate(nics))
+    return "\n".join(rows) + "\n" + _LEGEND + "\nNIC Legend:\n\n" + legend + "\n"
+
+
+def _mlxlink_template() -> str:
+    path = "sim/data/mlxlink-json__cx7-osfp-mft4.34.json"
+    return resources.files("nodegate").joinpath(path).read_text()
+
+
+def mlxlink_json(d: Hca, template: str) -> str:
+    """`mlxlink -d <dev> -m -c --json` of an IB NDR port: the corpus capture with this port's
+    speed, BER and flags substituted (tabs and `" : "` kept as mlxlink prints them)."""
+    out = template.replace('"Speed" : "400G"', '"Speed" : "IB-NDR"')
+    out = out.replace('"Physical state" : "ETH_AN_FSM_ENABLE"', '"Physical state" : "LinkUp"')
+    out = out.replace('"Raw Physical BER" : "5E-10"', f'"Raw Physical BER" : "{d.ber[0]}"')
+    out = out.replace(
+        '"Effective Physical BER" : "15E-255"', f'"Effective Physical BER" : "{d.ber[1]}"'
+    )
+    if d.rx_los_lane is not None:
+        head, sep, tail = out.partition('"Rx LOS [per lane]" :')
+        lanes = ['"1"' if i == d.rx_los_lane else '"0"' for i in range(4)]
+        block = tail.split("]", 1)
+        values = ",\n".join("\t\t\t\t\t\t" + v for v in lanes)
+        tail = block[0].split("[", 1)[0] + "[\n" + values + "\n\t\t\t\t\t]" + block[1]
+        out = head + sep + tail
+    return out
+
+
+def _args(cmd: str) -> str:
+    """The argument string the `grep` stub sees: unmatched globs stay literal in sh."""
+    return cmd.removeprefix("grep ").removesuffix(" 2>/dev/null")
+
+
+def tools(node: SimNode) -> Iterable[SimTool]:
+    devs = node_hcas(node)
+    yield SimTool(
+        "grep",
+        {
+            _args(SYSFS_COMMAND): Response(sysfs_listing(devs, 0)),
+            _args(SYSFS_AGAIN_COMMAND): Response(sysfs_listing(devs, 1)),
+        },
+        passthrough=True,
+    )
+    yield SimTool("nvidia-smi", {"topo -m": Response(topo_matrix(devs))})
+    from nodegate.sim.tools import hca_diag  # it builds on Hca: imported here, not at the top
+
+    yield from hca_diag.tools(devs)
+    template = _mlxlink_template()
+    yield SimTool(
+        "mlxlink",
+        {
+            f"-d {d.name} -m -c --json": Response(mlxlink_json(d, template))
+            for d in devs
+            if d.name.startswith("mlx5_") and d.link_layer == "InfiniBand"
+        },
+    )
+
+
+def files(node: SimNode) -> dict[str, str]:
+    if node.fault("peermem_missing") is not None:
+        return {}
+    return {"/sys/module/nvidia_peermem/initstate": "live\n"}
+
+
+PROVIDER = Provider(name="hca", tools=tools, files=files, faults=FAULTS)
