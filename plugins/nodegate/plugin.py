@@ -231,8 +231,18 @@ def _run_engine(state: RunState, nodeids: Iterable[str]) -> None:
     state.loop = LoopThread()
     state.transport = _make_transport(state)
     names = {n for _, n in keys}
+    reporter = state.config.pluginmanager.get_plugin("terminalreporter")
+    options = {
+        "fanout": int(_opt(state.config, "--fanout", 256)),
+        # Active stages show their plan as they go (the plan is also in the run directory).
+        "log": (lambda line: reporter.write_line(f"nodegate: {line}")) if reporter else None,
+    }
     engine = Engine(
-        [n for n in state.nodes if n.name in names], state.profiles, state.transport, state.run_dir
+        [n for n in state.nodes if n.name in names],
+        state.profiles,
+        state.transport,
+        state.run_dir,
+        options=options,
     )
     state.result = state.loop.call(engine.run(engine_keys))
     state.result.write(state.run_dir)

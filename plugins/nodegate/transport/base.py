@@ -113,6 +113,10 @@ class Transport(abc.ABC):
         outs = await asyncio.gather(*(one(n) for n in plan))
         return {o.node: o for o in outs}
 
+    def address(self, node: str) -> str:
+        """The address other nodes use to reach `node` (an ib_write_bw client's server)."""
+        return node
+
     async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
         """Start `cmd` on `node` under `timeout timeout_s` and return at once (active stages).
 

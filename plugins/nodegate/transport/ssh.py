@@ -227,6 +227,9 @@ class SSHTransport(Transport):
             return Session(Reach.TIMEOUT, out, err, why, opened)
         return Session(Reach.OK, out, err, "", opened)
 
+    def address(self, node: str) -> str:
+        return self.targets[node].hostname
+
     async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
         conn, reach, why, _ = await self.connect(node)
         if conn is None:

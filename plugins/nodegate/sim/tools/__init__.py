@@ -106,9 +106,9 @@ def _emit(r: Response, end: str) -> str:
 
 def providers() -> list[Provider]:
     """Every stage's provider, in stage order (explicit registry, no discovery magic)."""
-    from nodegate.sim.tools import hca, pcie_gpu, reach
+    from nodegate.sim.tools import hca, ib_pairs, pcie_gpu, reach
 
-    return [reach.PROVIDER, pcie_gpu.PROVIDER, hca.PROVIDER]
+    return [reach.PROVIDER, pcie_gpu.PROVIDER, hca.PROVIDER, ib_pairs.PROVIDER]
 
 
 def node_tools(node: SimNode) -> list[SimTool]:

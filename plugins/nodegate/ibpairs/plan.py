@@ -1,0 +1,230 @@
+"""Pair planning and localization for ib_write_bw between nodes, per rail (pure, no I/O).
+
+Round 1 pairs every participant once (a perfect matching; with an odd count the last node is
+tested against an already-used node in a sub-round, since a node must never run two tests on
+one rail at once: they would share the link and both read low). By default partners sit under
+different leaves so the traffic crosses the spine; `same_leaf` keeps pairs inside a leaf.
+
+Localization: a (pair, rail) that fails is split; each member is re-tested on that rail against
+a node that passed it (round 2). A member that passes with a good partner is cleared; one that
+fails is tested against a second, different good partner (round 3) and blamed if it fails
+again. Both members clearing elsewhere points at the path between their leaves. At most three
+sequential rounds (plus round 1's odd-node sub-round), whatever the fleet size.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+MAX_ROUNDS = 3
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class PairTest:
+    """One ib_write_bw run: server and client HCAs of the same rail."""
+
+    rail: int
+    server: str
+    client: str
+    subject: str | None = None  # the node under test (rounds 2-3); None: both (round 1)
+
+    def nodes(self) -> tuple[str, str]:
+        return (self.server, self.client)
+
+    def other(self, node: str) -> str:
+        return self.client if node == self.server else self.server
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    number: int  # 1, 2 or 3
+    label: str  # "1", "1b", "2", "3"
+    tests: tuple[PairTest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PairResult:
+    test: PairTest
+    round_label: str
+    passed: bool
+    bandwidth_gbps: float | None = None
+    error: str | None = None  # the tool's message when it did not measure
+
+
+@dataclass
+class Localization:
+    """Everything learnt so far. In rounds 2 and 3 each test has a subject (the node under test)
+    and a good partner: only a node's own tests (round 1, or as the subject) judge it."""
+
+    rails: tuple[int, ...]
+    nodes: tuple[str, ...]
+    leaf: Mapping[str, str]
+    results: list[PairResult] = field(default_factory=list)
+    _subject: dict[tuple[str, int], list[PairResult]] = field(default_factory=dict)
+    _good: dict[int, set[str]] = field(default_factory=dict)
+
+    def add(self, r: PairResult) -> None:
+        self.results.append(r)
+        t = r.test
+        for n in t.nodes() if t.subject is None else (t.subject,):
+            self._subject.setdefault((n, t.rail), []).append(r)
+        if r.passed:
+            self._good.setdefault(t.rail, set()).update(t.nodes())
+
+    def of(self, node: str, rail: int) -> list[PairResult]:
+        """The tests that judge `node` on `rail` (not those where it served as reference)."""
+        return self._subject.get((node, rail), [])
+
+    def good(self, rail: int) -> set[str]:
+        """Nodes that passed this rail with some partner (the reference pool)."""
+        return self._good.get(rail, set())
+
+    def failed_with_good(self, node: str, rail: int) -> list[PairResult]:
+        """Failures of `node` against partners that were good when the test was planned."""
+        return [r for r in self.of(node, rail) if not r.passed and r.round_label not in _FIRST]
+
+    def status(self, node: str, rail: int) -> str:
+        """pass | cleared | blamed | suspect | untested."""
+        rs = self.of(node, rail)
+        if not rs:
+            return "untested"
+        later = [r for r in rs if r.round_label not in _FIRST]
+        if all(r.passed for r in rs) and not later:
+            return "pass"
+        if any(r.passed for r in later):
+            return "cleared"
+        if len({r.test.other(node) for r in self.failed_with_good(node, rail)}) >= 2:
+            return "blamed"
+        return "suspect"  # failed and not (yet) confirmed either way
+
+
+_FIRST = ("1", "1b")
+
+
+def _order(nodes: Sequence[str], leaf: Mapping[str, str], seed: int) -> list[str]:
+    rng = random.Random(seed)
+    keyed = [(leaf.get(n, ""), rng.random(), n) for n in nodes]
+    return [n for _, _, n in sorted(keyed)]
+
+
+def round_one(
+    nodes: Sequence[str],
+    leaf: Mapping[str, str],
+    rails: Sequence[int],
+    *,
+    same_leaf: bool = False,
+    seed: int = 0,
+) -> list[Round]:
+    """The first round (and, for an odd count, its sub-round), deterministic for a seed."""
+    if len(nodes) < 2:
+        return []
+    order = _order(nodes, leaf, seed)
+    pairs: list[tuple[str, str]] = []
+    if same_leaf:
+        # Consecutive nodes of the leaf-sorted order: inside a leaf except at leaf borders.
+        pairs = [(order[i], order[i + 1]) for i in range(0, len(order) - 1, 2)]
+        left = order[-1] if len(order) % 2 else None
+    else:
+        # Node i with node i + half of the leaf-sorted order: partners under different leaves
+        # unless one leaf holds more than half the participants.
+        half = len(order) // 2
+        pairs = [(order[i], order[i + half]) for i in range(half)]
+        left = order[-1] if len(order) % 2 else None
+    # Roles alternate by rail, so each node serves on half its rails and is a client on the
+    # other half: a fault that shows on one side only (a hung server, a client that cannot
+    # connect) is still seen in round 1.
+    rounds = [
+        Round(
+            1,
+            "1",
+            tuple(
+                PairTest(r, a, b) if i % 2 == 0 else PairTest(r, b, a)
+                for a, b in pairs
+                for i, r in enumerate(rails)
+            ),
+        )
+    ]
+    if left is not None:
+        partner = next((n for n in order if n != left and leaf.get(n) != leaf.get(left)), order[0])
+        if partner == left:
+            partner = order[1]
+        rounds.append(Round(1, "1b", tuple(PairTest(r, partner, left) for r in rails)))
+    return rounds
+
+
+def next_round(loc: Localization) -> Round | None:
+    """The next localization round from what failed so far; None when nothing is left to learn."""
+    done = {r.round_label for r in loc.results}
+    number = 2 if "2" not in done else 3
+    if number > MAX_ROUNDS or ("3" in done):
+        return None
+    tests: list[PairTest] = []
+    for rail in loc.rails:
+        good = loc.good(rail)
+        busy: set[str] = set()
+        for node in _needs_partner(loc, rail, number):
+            used = {r.test.other(node) for r in loc.of(node, rail)}
+            pool = sorted(
+                (g for g in good if g != node and g not in used and g not in busy),
+                key=lambda g: _preference(loc, node, g),
+            )
+            if not pool:
+                continue  # stays unconfirmed: reported as such, never admitted
+            partner = pool[0]
+            busy.update((node, partner))
+            # Same role as where it failed: a fault may show only on the server (or client) side.
+            if _failed_as_server(loc, node, rail):
+                tests.append(PairTest(rail, node, partner, subject=node))
+            else:
+                tests.append(PairTest(rail, partner, node, subject=node))
+    if not tests:
+        return None
+    return Round(number, str(number), tuple(sorted(tests)))
+
+
+def _failed_as_server(loc: Localization, node: str, rail: int) -> bool:
+    failed = [r for r in loc.of(node, rail) if not r.passed]
+    return bool(failed) and failed[-1].test.server == node
+
+
+def _needs_partner(loc: Localization, rail: int, number: int) -> list[str]:
+    out = []
+    for node in loc.nodes:
+        rs = loc.of(node, rail)
+        if not rs or any(r.passed for r in rs if r.round_label not in ("1", "1b")):
+            continue
+        tried = len(loc.failed_with_good(node, rail))
+        first_failed = any(not r.passed for r in rs)
+        if (number == 2 and first_failed and tried == 0) or (number == 3 and tried == 1):
+            out.append(node)
+    return out
+
+
+def _preference(loc: Localization, node: str, partner: str) -> tuple[int, str]:
+    """Prefer a partner away from the leaves of the node's failed partners (so a bad path
+    between two leaves is not crossed again), then by name for determinism."""
+    bad_leaves = {
+        loc.leaf.get(r.test.other(node))
+        for rail in loc.rails
+        for r in loc.of(node, rail)
+        if not r.passed
+    }
+    return (1 if loc.leaf.get(partner) in bad_leaves else 0, partner)
+
+
+def suspect_paths(loc: Localization) -> list[tuple[str, str, int]]:
+    """Leaf pairs (and rail) whose round-1 test failed while both members cleared elsewhere."""
+    out = set()
+    for r in loc.results:
+        if r.round_label in ("1", "1b") and not r.passed:
+            a, b = r.test.nodes()
+            if loc.status(a, r.test.rail) == "cleared" and loc.status(b, r.test.rail) == "cleared":
+                la, lb = sorted((loc.leaf.get(a, "?"), loc.leaf.get(b, "?")))
+                out.add((la, lb, r.test.rail))
+    return sorted(out)
+
+
+def rounds_used(results: Iterable[PairResult]) -> int:
+    return len({r.round_label.rstrip("b") for r in results})

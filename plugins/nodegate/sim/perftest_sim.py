@@ -1,0 +1,247 @@
+"""Simulated `ib_write_bw` for the nodegate simulated fleet (standard library only).
+
+A real TCP server listening on the node's own loopback address and a real client connecting
+to it, so orchestration, readiness and deadlines are exercised for real. The two sides swap
+their node models over the socket; the bandwidth printed is computed from both (rail rate,
+slow-rail and slow-node factors, a degraded leaf-to-leaf link) in perftest's own layout
+(header, address lines, result table: as in the corpus captures of perftest 4.5+/24.x).
+
+    python3 -I perftest_sim.py ib_write_bw [perftest options] [server address]
+
+Node model: $NG_NODE/root/var/lib/nodegate-sim/perftest.json (written at fleet build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+
+LINE = "-" * 87
+EFFICIENCY = 0.965  # large-message RDMA write efficiency on an NDR/HDR link (~96-97 %)
+
+
+def parse_args(argv: list[str]) -> dict[str, object]:
+    opts: dict[str, object] = {"port": 18515, "size": 65536, "iters": 5000, "qps": 1}
+    i = 0
+    with_value = {
+        "-d": "dev",
+        "-i": "ib_port",
+        "-p": "port",
+        "-s": "size",
+        "-n": "iters",
+        "-D": "duration",
+        "-q": "qps",
+        "-m": "mtu",
+        "-x": "gid",
+    }
+    while i < len(argv):
+        a = argv[i]
+        if a in with_value:
+            opts[with_value[a]] = argv[i + 1]
+            i += 2
+            continue
+        if a.startswith("--use_cuda="):
+            opts["cuda"] = a.split("=", 1)[1]
+        elif a == "-b":
+            opts["bidir"] = True
+        elif a == "--report_gbits":
+            opts["gbits"] = True
+        elif a.startswith("-"):
+            pass  # -F, -a, ... accepted and ignored
+        else:
+            opts["host"] = a
+        i += 1
+    for k in ("port", "size", "iters", "qps"):
+        opts[k] = int(str(opts[k]))
+    return opts
+
+
+def model() -> dict[str, object]:
+    path = os.path.join(os.environ["NG_NODE"], "root/var/lib/nodegate-sim/perftest.json")
+    with open(path) as f:
+        doc: dict[str, object] = json.load(f)
+    return doc
+
+
+def rail_of(m: dict[str, object], dev: str) -> dict[str, object] | None:
+    rails = m["rails"]
+    assert isinstance(rails, dict)
+    r = rails.get(dev)
+    return r if isinstance(r, dict) else None
+
+
+def fault(m: dict[str, object], name: str) -> bool:
+    f = m.get("faults")
+    return isinstance(f, dict) and bool(f.get(name))
+
+
+def header(dev: str, o: dict[str, object], bidir: bool) -> str:
+    title = "RDMA_Write Bidirectional BW Test" if bidir else "RDMA_Write BW Test"
+    return "\n".join(
+        [
+            LINE,
+            f"                    {title}",
+            f" Dual-port       : OFF\t\tDevice         : {dev}",
+            f" Number of qps   : {o['qps']}\t\tTransport type : IB",
+            " Connection type : RC\t\tUsing SRQ      : OFF",
+            " PCIe relax order: ON",
+            " ibv_wr* API     : ON",
+            " TX depth        : 128",
+            " CQ Moderation   : 100",
+            " Mtu             : 4096[B]",
+            " Link type       : IB",
+            " Max inline data : 0[B]",
+            " rdma_cm QPs\t : OFF",
+            " Data ex. method : Ethernet",
+            LINE,
+        ]
+    )
+
+
+def addresses(me: dict[str, object], peer: dict[str, object], qps: int) -> str:
+    out = []
+    for q in range(qps):
+        out.append(
+            f" local address: LID {me['lid']:#06x} QPN {0x60 + q:#06x} PSN 0x3d5a{q:02x} "
+            f"RKey 0x1fffbd VAddr 0x007f2b6ddb5000"
+        )
+    for q in range(qps):
+        out.append(
+            f" remote address: LID {peer['lid']:#06x} QPN {0x90 + q:#06x} PSN 0x5d0e{q:02x} "
+            f"RKey 0x1ffeba VAddr 0x007f8f5a6f7000"
+        )
+    return "\n".join(out)
+
+
+def table(o: dict[str, object], bw_gbps: float, server: bool) -> str:
+    gbits = bool(o.get("gbits"))
+    unit = "Gb/sec" if gbits else "MB/sec"
+    # perftest MB/sec is 2^20 bytes per second (see parsers/perftest.py)
+    val = bw_gbps if gbits else bw_gbps * 1e9 / 8 / 1048576
+    size = int(str(o["size"]))
+    rate_mpps = bw_gbps * 1e9 / 8 / size / 1e6
+    peak = 0.0 if "duration" in o else val * 1.0002
+    return "\n".join(
+        [
+            f" #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]",
+            f" {size:<10d} {int(str(o['iters'])):<16d} {peak:.2f}            {val:.2f} \t\t     "
+            f"{rate_mpps:.6f}",
+            LINE,
+        ]
+    )
+
+
+def bandwidth(
+    a: dict[str, object], b: dict[str, object], ra: dict[str, object], rb: dict[str, object]
+) -> float:
+    rate = min(float(str(ra["rate_gbps"])), float(str(rb["rate_gbps"])))
+    factor = min(float(str(ra["factor"])), float(str(rb["factor"])))
+    factor *= min(float(str(a["node_factor"])), float(str(b["node_factor"])))
+    bad_a, bad_b = a["bad_links"], b["bad_links"]
+    assert isinstance(bad_a, list) and isinstance(bad_b, list)
+    if b["leaf"] in bad_a or a["leaf"] in bad_b:
+        factor *= 0.5
+    return round(rate * EFFICIENCY * factor, 2)
+
+
+def fail(*lines: str, rc: int = 1) -> int:
+    sys.stdout.flush()
+    for ln in lines:
+        print(ln, file=sys.stderr)
+    return rc
+
+
+def serve(o: dict[str, object], me: dict[str, object]) -> int:
+    dev = str(o.get("dev", ""))
+    mine = rail_of(me, dev)
+    if mine is None:
+        return fail(
+            f" Unable to find the Infiniband/RoCE device {dev}",
+            " Couldn't get context for the device",
+        )
+    print("\n************************************")
+    print("* Waiting for client to connect... *")
+    print("************************************", flush=True)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((str(me["address"]), int(str(o["port"]))))
+    s.listen(1)
+    conn, _ = s.accept()
+    peer = json.loads(conn.makefile().readline())
+    conn.sendall((json.dumps(me) + "\n").encode())
+    if fault(me, "qp_error") or fault(peer, "qp_error"):
+        conn.close()
+        print(header(dev, o, bool(o.get("bidir"))))
+        return fail(
+            "Failed to modify QP 4455 to RTR", " Unable to Connect the HCA's through the link"
+        )
+    bw = bandwidth(me, peer, mine, peer["rail"])
+    # The server measures while the client transfers; it ends when the client says done.
+    conn.makefile().readline()
+    conn.close()
+    print(header(dev, o, bool(o.get("bidir"))))
+    print(addresses(me, peer, int(str(o["qps"]))))
+    print(LINE)
+    print(table(o, bw, True), flush=True)
+    if fault(me, "server_hang"):
+        time.sleep(86400)  # a hung server: only its deadline or a kill ends it
+    return 0
+
+
+def client(o: dict[str, object], me: dict[str, object]) -> int:
+    dev = str(o.get("dev", ""))
+    mine = rail_of(me, dev)
+    if mine is None:
+        return fail(
+            f" Unable to find the Infiniband/RoCE device {dev}",
+            " Couldn't get context for the device",
+        )
+    host, port = str(o["host"]), int(str(o["port"]))
+    if fault(me, "client_refused"):
+        port += 1000  # nothing listens there: a real ECONNREFUSED
+    try:
+        conn = socket.create_connection((host, port), timeout=10)
+    except OSError:
+        # perftest's own wording (corpus: ib_write_bw__fail-couldnt-connect-socket-*.txt)
+        print(LINE)
+        return fail(
+            f"Couldn't connect to {host}:{port}",
+            "Unable to open file descriptor for socket connection Unable to init the "
+            "socket connection",
+        )
+    mine_doc = dict(me, rail=mine)
+    conn.sendall((json.dumps(mine_doc) + "\n").encode())
+    f = conn.makefile()
+    peer = json.loads(f.readline())
+    if fault(me, "qp_error") or fault(peer, "qp_error"):
+        print(header(dev, o, bool(o.get("bidir"))))
+        return fail(
+            "Failed to modify QP 4456 to RTR", " Unable to Connect the HCA's through the link"
+        )
+    peer_rail = rail_of(peer, dev) or mine
+    bw = bandwidth(me, peer, mine, peer_rail)
+    size, iters = int(str(o["size"])), int(str(o["iters"]))
+    # Real time on the wire, scaled down 1000x so tests stay fast but ordering stays real.
+    time.sleep(min(size * iters * 8 / (bw * 1e9) / 1000, 2.0) if bw > 0 else 0)
+    conn.sendall(b"done\n")
+    conn.close()
+    print(header(dev, o, bool(o.get("bidir"))))
+    print(addresses(me, peer, int(str(o["qps"]))))
+    print(LINE)
+    print(table(o, bw, False))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] != "ib_write_bw":
+        return fail("usage: perftest_sim.py ib_write_bw [options] [host]", rc=2)
+    o = parse_args(argv[1:])
+    me = model()
+    return client(o, me) if "host" in o else serve(o, me)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

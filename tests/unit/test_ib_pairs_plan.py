@@ -1,0 +1,134 @@
+"""Pair planning and bad-node localization (pure)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from nodegate.ibpairs.plan import (
+    Localization,
+    PairResult,
+    Round,
+    next_round,
+    round_one,
+    rounds_used,
+    suspect_paths,
+)
+
+RAILS = (0, 1, 2, 3, 4, 5, 6, 7)
+
+
+def fleet(n: int, per_leaf: int = 4) -> tuple[list[str], dict[str, str]]:
+    nodes = [f"gpu{i:04d}" for i in range(1, n + 1)]
+    return nodes, {x: f"leaf{(i // per_leaf) + 1:02d}" for i, x in enumerate(nodes)}
+
+
+def run_all(nodes, leaf, bad_rails=(), bad_links=(), seed=0, same_leaf=False):
+    """Play every round against a model: a test fails when a member is bad on that rail or
+    the pair crosses a bad leaf-to-leaf link."""
+    bad = set(bad_rails)
+    links = {frozenset(x) for x in bad_links}
+    loc = Localization(tuple(RAILS), tuple(nodes), leaf)
+
+    def play(rnd: Round) -> None:
+        for t in rnd.tests:
+            broken = (t.server, t.rail) in bad or (t.client, t.rail) in bad
+            broken |= frozenset((leaf[t.server], leaf[t.client])) in links
+            loc.add(PairResult(t, rnd.label, not broken, 100.0 if broken else 390.0))
+
+    for rnd in round_one(nodes, leaf, RAILS, same_leaf=same_leaf, seed=seed):
+        play(rnd)
+    while (rnd := next_round(loc)) is not None:
+        play(rnd)
+    return loc
+
+
+def test_round_one_is_a_cross_leaf_matching_and_deterministic():
+    nodes, leaf = fleet(16)
+    (r1,) = round_one(nodes, leaf, RAILS, seed=7)
+    assert r1 == round_one(nodes, leaf, RAILS, seed=7)[0]
+    per_rail = Counter((n, t.rail) for t in r1.tests for n in t.nodes())
+    assert set(per_rail.values()) == {1} and len(per_rail) == 16 * 8
+    assert all(leaf[t.server] != leaf[t.client] for t in r1.tests)
+    assert round_one(nodes, leaf, RAILS, seed=8)[0] != r1  # the seed matters
+
+
+def test_same_leaf_option_keeps_pairs_inside_a_leaf():
+    nodes, leaf = fleet(16)
+    (r1,) = round_one(nodes, leaf, RAILS, same_leaf=True)
+    assert all(leaf[t.server] == leaf[t.client] for t in r1.tests)
+
+
+def test_odd_count_gets_a_sub_round_with_a_used_node():
+    nodes, leaf = fleet(5)
+    r1, r1b = round_one(nodes, leaf, RAILS)
+    tested = {n for t in r1.tests for n in t.nodes()}
+    assert len(tested) == 4 and r1b.label == "1b"
+    (odd,) = set(nodes) - tested
+    assert {t.client for t in r1b.tests} == {odd}
+    assert {t.server for t in r1b.tests} <= tested
+
+
+def test_one_slow_rail_blames_that_node_and_clears_its_partner():
+    nodes, leaf = fleet(16)
+    loc = run_all(nodes, leaf, bad_rails=[("gpu0006", 2)])
+    assert loc.status("gpu0006", 2) == "blamed"
+    (first,) = [r for r in loc.of("gpu0006", 2) if r.round_label == "1"]
+    assert loc.status(first.test.other("gpu0006"), 2) == "cleared"
+    assert rounds_used(loc.results) == 3
+    blamed = {(n, r) for n in nodes for r in RAILS if loc.status(n, r) == "blamed"}
+    assert blamed == {("gpu0006", 2)}
+    assert all(loc.status(n, r) == "pass" for n in nodes for r in RAILS if r != 2)
+
+
+def test_bad_link_between_two_leaves_is_reported_not_blamed_on_nodes():
+    nodes, leaf = fleet(16)
+    (r1,) = round_one(nodes, leaf, RAILS)
+    a, b = next((t.server, t.client) for t in r1.tests)
+    loc = run_all(nodes, leaf, bad_links=[(leaf[a], leaf[b])])
+    assert not any(loc.status(n, r) == "blamed" for n in nodes for r in RAILS)
+    assert (min(leaf[a], leaf[b]), max(leaf[a], leaf[b]), 0) in suspect_paths(loc)
+    assert loc.status(a, 0) == "cleared" and loc.status(b, 0) == "cleared"
+
+
+@pytest.mark.parametrize("n", [16, 128, 1024])
+@pytest.mark.parametrize("faults", [1, 5])
+def test_rounds_do_not_grow_with_the_fleet(n, faults):
+    nodes, leaf = fleet(n, per_leaf=16)
+    bad = [(nodes[(i * 37 + 5) % n], i % 8) for i in range(faults)]
+    loc = run_all(nodes, leaf, bad_rails=bad, seed=3)
+    assert rounds_used(loc.results) <= 3
+    assert {(x, r) for x in nodes for r in RAILS if loc.status(x, r) == "blamed"} == set(bad)
+    others = [(x, r) for x in nodes for r in RAILS if (x, r) not in set(bad)]
+    assert all(loc.status(x, r) in ("pass", "cleared") for x, r in others)
+
+
+def test_a_node_bad_on_all_rails_is_blamed_on_each():
+    nodes, leaf = fleet(16)
+    loc = run_all(nodes, leaf, bad_rails=[("gpu0003", r) for r in RAILS])
+    assert all(loc.status("gpu0003", r) == "blamed" for r in RAILS)
+    assert rounds_used(loc.results) == 3
+
+
+def test_no_good_partner_leaves_the_node_unconfirmed_never_passed():
+    nodes, leaf = fleet(2)
+    loc = run_all(nodes, leaf, bad_rails=[("gpu0001", 0)])
+    # With two nodes there is nobody else to test against: neither is cleared.
+    assert loc.status("gpu0001", 0) == "suspect" and loc.status("gpu0002", 0) == "suspect"
+
+
+def test_localization_keeps_the_role_that_failed():
+    nodes, leaf = fleet(16)
+    (r1,) = round_one(nodes, leaf, RAILS)
+    server = next(t.server for t in r1.tests)
+    loc = Localization(tuple(RAILS), tuple(nodes), leaf)
+    # A fault that shows only when the node serves (a hung server).
+    for rnd in [r1]:
+        for t in rnd.tests:
+            loc.add(PairResult(t, "1", not (t.server == server and t.rail == 0), 390.0))
+    while (rnd := next_round(loc)) is not None:
+        for t in rnd.tests:
+            loc.add(PairResult(t, rnd.label, not (t.server == server and t.rail == 0), 390.0))
+    assert loc.status(server, 0) == "blamed"
+    retests = [r.test for r in loc.results if r.round_label != "1" and r.test.subject == server]
+    assert retests and all(t.server == server for t in retests)
