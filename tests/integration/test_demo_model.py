@@ -1,0 +1,41 @@
+"""The demo fleet (inventories/sim/demo.yaml), all stages: every injected fault rejects
+exactly its node, for its reason; every other node is admitted."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.integration.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+EXPECTED = {
+    "gpu003": "reach.ssh",  # unreachable
+    "gpu005": "pcie.gpu.width",  # GPU5 at x8
+    "gpu009": "reach.kernel.version",  # uname hangs
+    "gpu012": "reach.ofed.version",  # ofed_info missing
+    "gpu013": "hca.firmware.version",  # old HCA firmware
+    "gpu014": "gpu.xid",  # Xid 79
+    "gpu017": "reach.kernel.uniform",  # kernel off the fleet majority
+    "gpu020": "reach.os.release",  # garbage output
+    "gpu021": "hca.counters.errors",  # symbol errors climb
+    "gpu022": "gpu.remap",  # remap pending
+    "gpu024": "reach.driver.version",  # driver below the floor
+    "gpu026": "ib_pairs.rail.bandwidth",  # slow rail 3
+    "gpu028": "reach.ssh",  # auth refused
+    "gpu030": "hca.gpudirect",  # peermem missing
+}
+
+
+def test_demo_fleet_rejects_exactly_its_faults(sim_fleet):
+    model = yaml.safe_load((REPO / "inventories" / "sim" / "demo.yaml").read_text())
+    run = sim_fleet(model).run("-n", "2")
+    assert run.rc == 1, run.stdout
+    rejected = run.rejected()
+    assert sorted(rejected) == sorted(EXPECTED)
+    for node, check in EXPECTED.items():
+        assert check in {r["check"] for r in rejected[node]}, (node, rejected[node])
+    slow = [r for r in rejected["gpu026"] if r["check"] == "ib_pairs.rail.bandwidth"]
+    assert [r["component"] for r in slow] == ["mlx5_3 port 1 (rail 3)"]
+    assert len(run.admitted()) == 32 - len(EXPECTED)
