@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from nodegate.errors import ConfigError
+from nodegate.inventory.yamlio import load_yaml
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +68,10 @@ def validate_profile(doc: Any, source: str) -> None:
 def load_profile_file(path: str | os.PathLike[str]) -> Profile:
     p = Path(path)
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read profile {p}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"profile {p}:{line}: YAML error: {exc}") from None
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read profile {p}: {exc}") from None
+    doc: Any = load_yaml(str(p), text)
     validate_profile(doc, str(p))
     if doc["name"] != p.stem:
         raise ConfigError(f"profile {p}: name {doc['name']!r} must match the file name {p.stem!r}")

@@ -21,7 +21,8 @@ from nodegate.parsers.ib_rate import clean_lines, natural_key
 from nodegate.parsers.lspci import pcie_gen
 
 _TOOL = "ib_pci"
-_ATTRS = (
+# The PCI attributes of an RDMA device's sysfs `device/` directory the hca stage reads.
+PCI_ATTRS = (
     "vendor",
     "device",
     "numa_node",
@@ -86,7 +87,7 @@ def parse_ib_pci(text: str) -> dict[str, IbPciLink]:
         if "class/infiniband/" in path:
             path = path.split("class/infiniband/", 1)[1]
         parts = [p for p in path.split("/") if p]
-        if len(parts) == 3 and parts[1] == "device" and parts[2] in _ATTRS:
+        if len(parts) == 3 and parts[1] == "device" and parts[2] in PCI_ATTRS:
             found.setdefault(parts[0], {})[parts[2]] = value.strip()
     out: dict[str, IbPciLink] = {}
     for dev in sorted(found, key=natural_key):

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
 from nodegate.errors import ConfigError
+from nodegate.inventory.yamlio import load_yaml
 
 # Faults the transport layer and dispatcher implement; tool providers add their own kinds.
 TRANSPORT_FAULTS = {
@@ -129,13 +129,10 @@ def load_model(
     """Read a fleet model YAML (see inventories/sim/*.yaml)."""
     p = Path(path)
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read fleet model: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{p}:{line} YAML error: {exc}") from None
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: cannot read fleet model: {exc}") from None
+    doc = load_yaml(str(p), text)
     if not isinstance(doc, dict):
         raise ConfigError(f"{p}: a fleet model is a mapping")
     allowed = {"name", "profile", "nodes", "hardware", "racks", "overrides", "faults", "extra"}

@@ -18,7 +18,7 @@ from typing import Any
 from nodegate.errors import ParseError
 from nodegate.inventory import Node
 from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach, Status, Verdict
-from nodegate.parsers.ib_pci import parse_ib_pci
+from nodegate.parsers.ib_pci import PCI_ATTRS, parse_ib_pci
 from nodegate.parsers.ib_sysfs import IbSysfs, parse_ib_sysfs
 from nodegate.parsers.mlxlink import parse_mlxlink_json
 from nodegate.parsers.reach import parse_nvidia_version, parse_uname_r
@@ -50,15 +50,7 @@ _IB = "/sys/class/infiniband"
 # Absolute globs, expanded by the node's shell: no `cd`, so the command is one program (grep)
 # on every node. grep -r follows the named device symlinks, not the links it meets inside.
 _PORT_FILES = ("state", "phys_state", "rate", "link_layer")
-_PCI_FILES = (
-    "vendor",
-    "device",
-    "numa_node",
-    "current_link_speed",
-    "current_link_width",
-    "max_link_speed",
-    "max_link_width",
-)
+_PCI_FILES = PCI_ATTRS
 SYSFS_COMMAND = (
     "grep -H -r . "
     + " ".join(

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 
+from nodegate.parsers.ib_pci import PCI_ATTRS
 from nodegate.sim.model import SimNode
 from nodegate.sim.tools import Provider, Response, SimTool
 from nodegate.stages.hca import SYSFS_AGAIN_COMMAND, SYSFS_COMMAND
@@ -148,15 +149,6 @@ def _counter_lines(d: Hca, read: int) -> list[str]:
     return [f"{IB}/{d.name}/ports/1/counters/{k}:{v}" for k, v in sorted(values.items())]
 
 
-PCI_ATTRS = (
-    "vendor",
-    "device",
-    "numa_node",
-    "current_link_speed",
-    "current_link_width",
-    "max_link_speed",
-    "max_link_width",
-)
 
 
 def _pci_value(d: Hca, attr: str) -> str:
