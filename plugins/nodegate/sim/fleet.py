@@ -46,8 +46,9 @@ SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
 # sshd ForceCommand, sourced by the account's login shell (`bash -c '. dispatch'`), so a
 # session costs no extra exec: route to the addressed node, then run what the client asked.
 # A stage script (our LAUNCHER) runs in that same shell with the node's healthy simulated tools
-# loaded as functions (fast.sh): one process per session instead of two per command. Faulty
-# tools, `sh -c` commands and anything else go through the real `timeout` and PATH stubs.
+# loaded as functions (fast.sh, fn/<tool>.sh): one process per session instead of two per
+# command. Faulty tools, `sh -c` commands and anything else go through the real `timeout` and
+# the PATH stubs.
 DISPATCH = """# nodegate simulated fleet: route this SSH session to the addressed node.
 set -- $SSH_CONNECTION
 NG_NODE="{root}/by-addr/$3"
@@ -95,10 +96,18 @@ FAST_TIMEOUT = """timeout() {
       *) break ;;
     esac
   done
-  local ng_fn="ngsim_${ng_args[ng_j+1]//-/_}"
-  if [ $((ng_j + 1)) -lt $# ] && declare -F "$ng_fn" >/dev/null; then
-    "$ng_fn" "${ng_args[@]:ng_j+2}"
-    return
+  if [ $((ng_j + 1)) -lt $# ]; then
+    local ng_tool=${ng_args[ng_j+1]}
+    local ng_fn="ngsim_${ng_tool//-/_}"
+    # Each tool's function is parsed only when used: all tools of all stages would be
+    # hundreds of KB of shell to parse on every session.
+    if ! declare -F "$ng_fn" >/dev/null && [ -r "$NG_NODE/fn/$ng_tool.sh" ]; then
+      . "$NG_NODE/fn/$ng_tool.sh"
+    fi
+    if declare -F "$ng_fn" >/dev/null; then
+      "$ng_fn" "${ng_args[@]:ng_j+2}"
+      return
+    fi
   fi
   command timeout "$@"
 }
@@ -213,11 +222,12 @@ class Fleet:
             for f in n.faults
             if f.kind in {"hang", "garbage", "missing"} and f.arg and f.arg not in rendered
         ]
+        (d / "fn").mkdir()
         for tool in tools:
             _write_exec(d / "bin" / tool.name, render_tool(tool, n))
             fn = render_function(tool, n)
             if fn is not None:
-                fast.append(fn)
+                (d / "fn" / f"{tool.name}.sh").write_text(fn)
         for p in providers():
             for name, script in p.scripts(n).items():
                 _write_exec(d / "bin" / name, script)
