@@ -128,13 +128,10 @@ def _build_state(config: pytest.Config, inv_path: str, workerinput: Any) -> RunS
     nodes = list(inventory.select(_opt(config, "--nodes")))
     if not nodes:
         raise ConfigError(f"{inv_path}: the node selection is empty")
-    dirs = [
-        *(_opt(config, "--profiles-dir") or []),
-        str(Path(config.rootpath) / "inventories" / "profiles"),
-    ]
-    if isinstance(dirs[0], str) and "\n" in dirs[0]:
-        dirs = [d for d in dirs[0].split() if d] + dirs[1:]
-    lib = ProfileLibrary(dirs)
+    extra = _opt(config, "--profiles-dir") or []
+    if isinstance(extra, str):  # the ini twin: whitespace-separated directories
+        extra = extra.split()
+    lib = ProfileLibrary([*extra, str(Path(config.rootpath) / "inventories" / "profiles")])
     forced = _opt(config, "--profile")
     profiles: dict[str, Profile] = {}
     for n in nodes:
@@ -171,9 +168,9 @@ def _build_state(config: pytest.Config, inv_path: str, workerinput: Any) -> RunS
 # -- collection --------------------------------------------------------------------------
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     uses_check = "nodegate_check" in metafunc.fixturenames
-    uses_node = "node" in metafunc.fixturenames and metafunc.definition.path.name.startswith(
-        "test_"
-    )
+    # Only our `node` fixture: a suite of someone else's with its own `node` is left alone.
+    node_defs = metafunc._arg2fixturedefs.get("node") or ()
+    uses_node = bool(node_defs) and node_defs[-1].func is _node_fixture_func()
     if not (uses_check or uses_node):
         return
     state = metafunc.config.stash.get(STATE, None)
@@ -386,6 +383,11 @@ class NodeHandle:
         if r is None:
             pytest.fail(f"{self.name}: {out.reach.value}: {out.detail}", pytrace=False)
         return r
+
+
+def _node_fixture_func() -> Any:
+    """The function behind our `node` fixture (pytest wraps the decorated name)."""
+    return getattr(node, "__wrapped__", node)
 
 
 @pytest.fixture
