@@ -135,7 +135,6 @@ class Engine:
                     profiles=self.profiles,
                     transport=self.transport,
                     run_dir=self.run_dir,
-                    all_nodes=self.nodes,
                     options=self.options,
                 )
                 try:

@@ -8,25 +8,22 @@ from typing import Any
 from ClusterShell.NodeSet import NodeSet
 
 
-def fold_reasons(doc: Mapping[str, Any], *, primary_only: bool = True) -> list[str]:
+def fold_reasons(doc: Mapping[str, Any]) -> list[str]:
     """One line per distinct reason, naming the folded set of nodes it applies to.
 
-    `primary_only` leaves out `skip`/`not judged` consequences when a node has a real failure,
-    so the summary shows causes, not their echoes.
+    Shows causes, not their echoes: a node's `skip`/`not judged` consequences are left out
+    when it has a real failure (admission.json keeps every reason).
     """
     groups: dict[tuple[str, str, str, str], list[str]] = {}
     for node, d in doc["nodes"].items():
         reasons = d["reasons"]
-        if primary_only:
-            causes = (
-                [r for r in reasons if r["status"] == "fail"]
-                or [r for r in reasons if r["status"] == "error"]
-                or reasons
-            )
-            # An unjudged check after a failed session repeats the session's failure.
-            causes = [r for r in causes if not r["message"].startswith("not judged:")] or causes
-        else:
-            causes = reasons
+        causes = (
+            [r for r in reasons if r["status"] == "fail"]
+            or [r for r in reasons if r["status"] == "error"]
+            or reasons
+        )
+        # An unjudged check after a failed session repeats the session's failure.
+        causes = [r for r in causes if not r["message"].startswith("not judged:")] or causes
         for r in causes:
             key = (r["check"], r["status"], r["component"], r["message"])
             groups.setdefault(key, []).append(node)

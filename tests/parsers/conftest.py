@@ -43,3 +43,10 @@ def check_expected(parser_name: str, fixture: str, facts: Any) -> None:
     assert path.exists(), f"no expected facts at {path} (NODEGATE_REGEN_EXPECTED=1)"
     want = json.loads(path.read_text(encoding="utf-8"))
     assert got == want
+
+
+def cut_corpus(rel: str, at_line_end: bool = False) -> str:
+    """The first ~40% of a corpus file (a truncated capture); at_line_end: cut after a line."""
+    text = corpus_text(rel)
+    cut = len(text) * 2 // 5
+    return text[: text.rindex("\n", 0, cut) + 1] if at_line_end else text[:cut]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CORPUS, check_expected, corpus_text
+from conftest import CORPUS, check_expected, corpus_text, cut_corpus
 from nodegate.errors import ParseError
 from nodegate.parsers.nvlink import TOOL, NvlinkCondition, parse_nvlink_status
 
@@ -68,26 +68,20 @@ def test_crlf_and_ansi_are_tolerated() -> None:
     assert parse_nvlink_status("\x1b[0m" + text.replace("\n", "\r\n")) == parse_nvlink_status(text)
 
 
-def _cut(rel: str, at_line_end: bool = False) -> str:
-    text = corpus_text(rel)
-    cut = len(text) * 2 // 5
-    return text[: text.rindex("\n", 0, cut) + 1] if at_line_end else text[:cut]
-
-
 @pytest.mark.parametrize(
     "text",
     [
         pytest.param("", id="empty"),
         pytest.param("Lorem ipsum dolor sit amet\n", id="garbage"),
         pytest.param("\x00\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", id="binary"),
-        pytest.param(_cut(A100_8), id="truncated-8gpu"),
+        pytest.param(cut_corpus(A100_8), id="truncated-8gpu"),
         # Cut after a whole line inside GPU 4's list. (A cut exactly between two GPUs leaves
         # valid-looking output: the evaluator's GPU count against the profile catches that.)
         pytest.param(
             corpus_text(A100_8)[: corpus_text(A100_8).index("Link 6", 1300)],
             id="truncated-8gpu-line-end",
         ),
-        pytest.param(_cut(A100_1), id="truncated-1gpu"),
+        pytest.param(cut_corpus(A100_1), id="truncated-1gpu"),
         pytest.param("GPU 0: NVIDIA A100 (UUID: GPU-1)\n", id="header-only"),
         pytest.param(
             "GPU 0: NVIDIA A100 (UUID: GPU-1)\n\t Link 1: 25 GB/s\n\t Link 0: 25 GB/s\n",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CORPUS, check_expected, corpus_text
+from conftest import CORPUS, check_expected, corpus_text, cut_corpus
 from nodegate.errors import ParseError
 from nodegate.parsers.topo import TOOL, parse_topo_matrix
 
@@ -68,21 +68,15 @@ def test_crlf_and_ansi_are_tolerated() -> None:
     assert parse_topo_matrix("\x1b[0m" + text.replace("\n", "\r\n")) == parse_topo_matrix(text)
 
 
-def _cut(rel: str, at_line_end: bool = False) -> str:
-    text = corpus_text(rel)
-    cut = len(text) * 2 // 5
-    return text[: text.rindex("\n", 0, cut) + 1] if at_line_end else text[:cut]
-
-
 @pytest.mark.parametrize(
     "text",
     [
         pytest.param("", id="empty"),
         pytest.param("Lorem ipsum dolor sit amet\nconsectetur\n", id="garbage"),
         pytest.param("\x00\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", id="binary"),
-        pytest.param(_cut(A100), id="truncated"),
-        pytest.param(_cut(A100, at_line_end=True), id="truncated-line-end"),
-        pytest.param(_cut(V100), id="truncated-v100"),
+        pytest.param(cut_corpus(A100), id="truncated"),
+        pytest.param(cut_corpus(A100, at_line_end=True), id="truncated-line-end"),
+        pytest.param(cut_corpus(V100), id="truncated-v100"),
         pytest.param(corpus_text(A100).split("NIC Legend:")[0], id="nic-legend-missing"),
         pytest.param("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tFOO\t X \n", id="unknown-kind"),
         pytest.param("\tGPU0\tGPU1\nGPU0\tNV4\t X \nGPU1\tNV4\t X \n", id="bad-diagonal"),

@@ -38,7 +38,6 @@ class StageContext:
     profiles: Mapping[str, Profile]  # node -> profile
     transport: Transport
     run_dir: Path
-    all_nodes: Sequence[Node] = ()  # every selected node (for fleet-wide reasoning)
     options: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -13,8 +13,6 @@ from nodegate.model import CommandSpec, NodeOutcome, Reach
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.process import RemoteProcess, SpawnError
 from nodegate.transport.script import build_script, parse_frames
-
-OnOutcome = Callable[[NodeOutcome], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,20 +95,10 @@ class Transport(abc.ABC):
         return outcome
 
     async def run_stage(
-        self,
-        stage: str,
-        plan: Mapping[str, Sequence[CommandSpec]],
-        on_outcome: OnOutcome | None = None,
+        self, stage: str, plan: Mapping[str, Sequence[CommandSpec]]
     ) -> dict[str, NodeOutcome]:
-        """Run each node's commands concurrently (bounded by fanout); sorted by node."""
-
-        async def one(node: str) -> NodeOutcome:
-            out = await self.run_node(node, stage, plan[node])
-            if on_outcome is not None:
-                on_outcome(out)
-            return out
-
-        outs = await asyncio.gather(*(one(n) for n in plan))
+        """Run each node's commands concurrently (bounded by fanout), in the plan's order."""
+        outs = await asyncio.gather(*(self.run_node(n, stage, plan[n]) for n in plan))
         return {o.node: o for o in outs}
 
     def address(self, node: str) -> str:
