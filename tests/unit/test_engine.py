@@ -9,7 +9,7 @@ from nodegate.engine import Engine
 from nodegate.inventory.model import Node, SSHSettings
 from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import Profile
-from nodegate.stages.base import CheckSpec, Facts, Stage, StageContext
+from nodegate.stages.base import CheckSpec, OutcomeReader, Stage, StageContext
 from nodegate.transport.base import Session, Transport
 
 
@@ -54,7 +54,7 @@ def test_stage_crash_becomes_errors_and_later_stages_run(tmp_path: Path) -> None
 
 def test_parser_crash_is_an_error_for_that_node() -> None:
     out = NodeOutcome("n1", Reach.OK, {"c": CommandResult("c", "tool", 0, "x", "", 0.1)})
-    f = Facts("s", out)
+    f = OutcomeReader("s", out)
 
     def crashing(text: str) -> int:
         return [1][5]

@@ -12,7 +12,7 @@ from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import Profile, load_profile_file
 from nodegate.sim.model import Fault, SimNode
 from nodegate.sim.tools import pcie_gpu as sim
-from nodegate.stages.base import Facts
+from nodegate.stages.base import OutcomeReader
 from nodegate.stages.pcie_gpu import JUDGES, STAGE, judge
 from nodegate.stages.pcie_gpu_facts import gather
 
@@ -67,7 +67,7 @@ def run(
     sec = copy.deepcopy(dict(profile.section("pcie_gpu")))
     sec.update(prof_edit or {})
     out = NodeOutcome("gpu001", Reach.OK, results)
-    return judge(gather("gpu001", sec, Facts("pcie_gpu", out)))
+    return judge(gather("gpu001", sec, OutcomeReader("pcie_gpu", out)))
 
 
 def not_passing(vs: list[Verdict]) -> set[tuple[str, str]]:

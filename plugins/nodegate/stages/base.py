@@ -10,8 +10,9 @@ import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
+from nodegate.checks import Check, CheckTable
 from nodegate.errors import ParseError
 from nodegate.inventory import Node
 from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach, Status, Verdict
@@ -19,6 +20,8 @@ from nodegate.profiles import Profile
 from nodegate.transport.base import Transport
 
 T = TypeVar("T")
+F = TypeVar("F")
+P = TypeVar("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,7 @@ class StageContext:
 
 class Stage(abc.ABC):
     name: str = "abstract"
-    checks: tuple[CheckSpec, ...] = ()
+    checks: CheckTable[Any, Any] | tuple[CheckSpec, ...] = ()
     # Active stages (traffic between nodes) take only nodes that passed every earlier stage.
     active: bool = False
 
@@ -52,14 +55,45 @@ class Stage(abc.ABC):
         """Gather and judge; one verdict per (check, node) at least, for every node in ctx."""
 
 
-class PassiveStage(Stage):
-    """Reads node state: one script per node, parse, judge."""
+class PassiveStage(Stage, Generic[F, P]):
+    """Reads node state: one script per node, facts built by parsers, judged by the check table.
+
+    A passive stage supplies `commands`, `profile_of` (its typed profile section), `facts`
+    (one node's outcome -> frozen facts, parsing only through nodegate.parsers) and `checks`
+    (its CheckTable); `evaluate` is the same for every stage.
+    """
 
     @abc.abstractmethod
     def commands(self, node: Node, profile: Profile) -> list[CommandSpec]: ...
 
-    @abc.abstractmethod
-    def evaluate(self, outcomes: Mapping[str, NodeOutcome], ctx: StageContext) -> list[Verdict]: ...
+    def profile_of(self, profile: Profile) -> P:
+        """The stage's typed profile section (built once per profile)."""
+        raise NotImplementedError(f"stage {self.name} has no typed profile")
+
+    def facts(self, outcome: NodeOutcome, profile: P) -> F:
+        """One reachable node's outcome as the stage's frozen facts."""
+        raise NotImplementedError(f"stage {self.name} builds no facts")
+
+    def unreachable(self, outcome: NodeOutcome) -> list[Verdict]:
+        """Verdicts for a node whose session never ran (every check ERROR)."""
+        return unreachable_verdicts(self, outcome, first_check_fails=False)
+
+    def evaluate(self, outcomes: Mapping[str, NodeOutcome], ctx: StageContext) -> list[Verdict]:
+        table = self.checks
+        if not isinstance(table, CheckTable):
+            raise NotImplementedError(f"stage {self.name}: checks must be a CheckTable")
+        verdicts: list[Verdict] = []
+        facts: dict[str, F] = {}
+        profs: dict[str, P] = {}
+        for node in ctx.nodes:
+            out = outcomes[node.name]
+            if out.reach is not Reach.OK:
+                verdicts += self.unreachable(out)
+                continue
+            prof = profs[node.name] = self.profile_of(ctx.profiles[node.name])
+            f = facts[node.name] = self.facts(out, prof)
+            verdicts += table.judge_node(node.name, f, prof)
+        return verdicts + table.judge_fleet(facts, profs)
 
     async def run(self, ctx: StageContext) -> list[Verdict]:
         verdicts: list[Verdict] = []
@@ -81,8 +115,9 @@ class PassiveStage(Stage):
         return verdicts
 
 
-class Facts:
-    """One node's parsed command outputs; failures become ERROR verdicts, never passes."""
+class OutcomeReader:
+    """Reads one node's command outcomes through parsers; failures are kept as reasons (which
+    become ERROR verdicts), never passes."""
 
     def __init__(self, stage: str, outcome: NodeOutcome) -> None:
         self.stage = stage
@@ -151,7 +186,8 @@ def unreachable_verdicts(
     """A node whose session never ran: every check ERROR (the reach check itself FAIL)."""
     why = f"{outcome.reach.value}: {outcome.detail}".rstrip(": ")
     out = []
-    for i, c in enumerate(stage.checks):
+    checks: tuple[Check[Any, Any] | CheckSpec, ...] = tuple(stage.checks)
+    for i, c in enumerate(checks):
         fail = first_check_fails and i == 0
         out.append(
             Verdict(

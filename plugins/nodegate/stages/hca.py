@@ -26,7 +26,13 @@ from nodegate.parsers.topo import parse_topo_matrix
 from nodegate.profiles import Profile
 from nodegate.stages import hca_checks as checks
 from nodegate.stages import hca_ports as ports
-from nodegate.stages.base import CheckSpec, Facts, PassiveStage, StageContext, unreachable_verdicts
+from nodegate.stages.base import (
+    CheckSpec,
+    OutcomeReader,
+    PassiveStage,
+    StageContext,
+    unreachable_verdicts,
+)
 from nodegate.stages.hca_facts import (
     DRIVER,
     KERNEL,
@@ -75,7 +81,7 @@ SYSFS_AGAIN_COMMAND = (
 _GREP_OK_RCS = (0, 1, 2)
 
 
-class HcaStage(PassiveStage):
+class HcaStage(PassiveStage[Any, Any]):
     name = "hca"
     checks = (
         CheckSpec("hca.count", "test_hca_count", "rail HCAs present; other roles' counts"),
@@ -131,7 +137,7 @@ class HcaStage(PassiveStage):
         return verdicts
 
 
-def _sysfs(f: Facts, cmd_id: str) -> tuple[IbSysfs | None, str]:
+def _sysfs(f: OutcomeReader, cmd_id: str) -> tuple[IbSysfs | None, str]:
     """Parse a grep listing whose rc may be 1 or 2 (see _GREP_OK_RCS); (facts, stdout)."""
     r: CommandResult | None = f.result(cmd_id)
     if r is None or r.timed_out or r.rc not in _GREP_OK_RCS:
@@ -140,7 +146,7 @@ def _sysfs(f: Facts, cmd_id: str) -> tuple[IbSysfs | None, str]:
         f.errors[cmd_id] = f"{NO_DEVICES} (`grep` printed nothing, rc {r.rc})"
         return None, ""
     ok = CommandResult(r.id, r.cmd, 0, r.stdout, r.stderr, r.duration_s, evidence=r.evidence)
-    probe = Facts(f.stage, NodeOutcome(f.outcome.node, Reach.OK, {cmd_id: ok}))
+    probe = OutcomeReader(f.stage, NodeOutcome(f.outcome.node, Reach.OK, {cmd_id: ok}))
     parsed = probe.parse(cmd_id, parse_ib_sysfs)
     f.errors.update(probe.errors)
     return parsed, r.stdout
@@ -156,7 +162,7 @@ def parse_module_initstate(text: str) -> bool:
 
 def gather(out: NodeOutcome) -> HcaFacts:
     """Parse one node's session into HcaFacts (failures recorded, never raised)."""
-    f = Facts("hca", out)
+    f = OutcomeReader("hca", out)
     sysfs, text = _sysfs(f, SYSFS)
     pci = {}
     if sysfs is not None:

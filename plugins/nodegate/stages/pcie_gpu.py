@@ -6,6 +6,7 @@ mode and DCGM diag, each judged per GPU against the profile's `pcie_gpu` section
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from nodegate.inventory import Node
 from nodegate.model import CommandSpec, NodeOutcome, Reach, Verdict
@@ -13,7 +14,13 @@ from nodegate.profiles import Profile
 from nodegate.stages import gpu_checks as gc
 from nodegate.stages import gpu_fabric as gf
 from nodegate.stages import gpu_health as gh
-from nodegate.stages.base import CheckSpec, Facts, PassiveStage, StageContext, unreachable_verdicts
+from nodegate.stages.base import (
+    CheckSpec,
+    OutcomeReader,
+    PassiveStage,
+    StageContext,
+    unreachable_verdicts,
+)
 from nodegate.stages.pcie_gpu_facts import GpuNode, gather
 
 CMD_TIMEOUT_S = 60.0
@@ -41,7 +48,7 @@ JUDGES: dict[str, Check] = {
 }
 
 
-class PcieGpuStage(PassiveStage):
+class PcieGpuStage(PassiveStage[Any, Any]):
     name = "pcie_gpu"
     checks = (
         CheckSpec("gpu.count", "test_gpu_count", "GPU count (nvidia-smi, lspci)"),
@@ -92,7 +99,7 @@ class PcieGpuStage(PassiveStage):
                 verdicts += unreachable_verdicts(self, out, first_check_fails=False)
                 continue
             prof = ctx.profiles[node.name].section(self.name)
-            verdicts += judge(gather(node.name, prof, Facts(self.name, out)))
+            verdicts += judge(gather(node.name, prof, OutcomeReader(self.name, out)))
         return verdicts
 
 

@@ -16,7 +16,7 @@ from nodegate.parsers.kernel_log import KernelLogEvents, parse_kernel_log
 from nodegate.parsers.lspci import LspciReport, PciDevice, normalize_bdf, parse_lspci
 from nodegate.parsers.nvlink import NvlinkStatus, parse_nvlink_status
 from nodegate.parsers.nvsmi_text import NvsmiTextReport, parse_nvsmi_text
-from nodegate.stages.base import Facts
+from nodegate.stages.base import OutcomeReader
 
 STAGE = "pcie_gpu"
 _BUS_RANGE = re.compile(r"^\s+Bus: primary=[0-9a-f]+, secondary=(\w+), subordinate=(\w+)")
@@ -81,7 +81,7 @@ class GpuNode:
 
     node: str
     prof: Mapping[str, Any]
-    facts: Facts
+    facts: OutcomeReader
     nvsmi: NvsmiTextReport | None = None
     lspci: LspciView | None = None
     nvlink: NvlinkStatus | None = None
@@ -143,7 +143,7 @@ def gpu_by_bdf(node: GpuNode, bdf: str) -> NvsmiGpu | None:
     return next((g for g in node.gpus if g.pci_bus_id == bdf), None)
 
 
-def gather(node: str, prof: Mapping[str, Any], facts: Facts) -> GpuNode:
+def gather(node: str, prof: Mapping[str, Any], facts: OutcomeReader) -> GpuNode:
     """Parse every command of the stage for one node."""
     out = GpuNode(node, prof, facts)
     out.nvsmi = facts.parse("nvsmi", parse_nvsmi_text, absent_rcs=(127,))
@@ -159,7 +159,7 @@ def gather(node: str, prof: Mapping[str, Any], facts: Facts) -> GpuNode:
     return out
 
 
-def _fm(facts: Facts) -> FabricManagerStatus | None:
+def _fm(facts: OutcomeReader) -> FabricManagerStatus | None:
     # `systemctl status` exits 3 for an inactive unit and 4 for an unknown one, with the
     # status text on stdout either way: judge the text, not the exit code.
     r = facts.result("fabricmanager")
@@ -172,7 +172,7 @@ def _fm(facts: Facts) -> FabricManagerStatus | None:
         return None
 
 
-def _dcgm(facts: Facts) -> tuple[DcgmDiag | None, int | None]:
+def _dcgm(facts: OutcomeReader) -> tuple[DcgmDiag | None, int | None]:
     # dcgmi exits non-zero (226) when a test fails, with the full JSON document on stdout.
     r = facts.result("dcgm")
     if r is None or r.timed_out or r.rc == 127 or not r.stdout.strip():

@@ -17,7 +17,13 @@ from nodegate.parsers.reach import (
     parse_uname_r,
 )
 from nodegate.profiles import Profile
-from nodegate.stages.base import CheckSpec, Facts, PassiveStage, StageContext, unreachable_verdicts
+from nodegate.stages.base import (
+    CheckSpec,
+    OutcomeReader,
+    PassiveStage,
+    StageContext,
+    unreachable_verdicts,
+)
 from nodegate.versions import check_version
 
 CMD_TIMEOUT_S = 10.0
@@ -30,7 +36,7 @@ FACTS = {
 }
 
 
-class ReachStage(PassiveStage):
+class ReachStage(PassiveStage[Any, Any]):
     name = "reach"
     checks = (
         CheckSpec("reach.ssh", "test_ssh_reachable", "SSH session opens and runs commands"),
@@ -55,13 +61,13 @@ class ReachStage(PassiveStage):
     def evaluate(self, outcomes: Mapping[str, NodeOutcome], ctx: StageContext) -> list[Verdict]:
         verdicts: list[Verdict] = []
         values: dict[str, dict[str, str | None]] = {}
-        facts_by_node: dict[str, Facts] = {}
+        facts_by_node: dict[str, OutcomeReader] = {}
         for node in ctx.nodes:
             out = outcomes[node.name]
             if out.reach is not Reach.OK:
                 verdicts += unreachable_verdicts(self, out, first_check_fails=True)
                 continue
-            f = facts_by_node[node.name] = Facts(self.name, out)
+            f = facts_by_node[node.name] = OutcomeReader(self.name, out)
             prof = ctx.profiles[node.name].section("reach")
             verdicts.append(self._ssh(f))
             verdicts.append(self._os(f, prof))
@@ -88,7 +94,7 @@ class ReachStage(PassiveStage):
         return verdicts
 
     # -- checks ----------------------------------------------------------------------------
-    def _ssh(self, f: Facts) -> Verdict:
+    def _ssh(self, f: OutcomeReader) -> Verdict:
         out = f.outcome
         ran = len(out.results)
         total = 4
@@ -113,7 +119,7 @@ class ReachStage(PassiveStage):
             message=f"session ran {ran} of {total} commands",
         )
 
-    def _os(self, f: Facts, prof: Mapping[str, Any]) -> Verdict:
+    def _os(self, f: OutcomeReader, prof: Mapping[str, Any]) -> Verdict:
         node = f.outcome.node
         osr = f.parse("os_release", parse_os_release)
         ev = f.evidence("os_release")
@@ -144,7 +150,7 @@ class ReachStage(PassiveStage):
         )
 
     def _version(
-        self, f: Facts, check: str, fact: str, value: str | None, rule: Mapping[str, Any]
+        self, f: OutcomeReader, check: str, fact: str, value: str | None, rule: Mapping[str, Any]
     ) -> Verdict:
         cmd_id, component, unit = FACTS[fact]
         node = f.outcome.node
@@ -196,7 +202,7 @@ class ReachStage(PassiveStage):
         check: str,
         fact: str,
         values: Mapping[str, Mapping[str, str | None]],
-        facts: Mapping[str, Facts],
+        facts: Mapping[str, OutcomeReader],
         ctx: StageContext,
     ) -> list[Verdict]:
         cmd_id, component, _ = FACTS[fact]

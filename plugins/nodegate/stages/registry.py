@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from nodegate.checks import Check
 from nodegate.stages.base import CheckSpec, Stage
 from nodegate.stages.hca import STAGE as HCA
 from nodegate.stages.ib_pairs import STAGE as IB_PAIRS
@@ -13,6 +16,8 @@ STAGES: tuple[Stage, ...] = (REACH, PCIE_GPU, HCA, IB_PAIRS)
 # Stage names known to the plugin as markers, including stages still to come.
 STAGE_MARKERS = ("reach", "pcie_gpu", "hca", "roce", "ib_pairs", "nccl")
 
+CheckEntry = tuple[Stage, "Check[Any, Any] | CheckSpec"]
+
 
 def stage(name: str) -> Stage:
     for s in STAGES:
@@ -21,9 +26,9 @@ def stage(name: str) -> Stage:
     raise KeyError(name)
 
 
-def checks_by_test() -> dict[str, tuple[Stage, CheckSpec]]:
+def checks_by_test() -> dict[str, CheckEntry]:
     """pytest test function name -> (stage, check). Names are unique across stages."""
-    out: dict[str, tuple[Stage, CheckSpec]] = {}
+    out: dict[str, CheckEntry] = {}
     for s in STAGES:
         for c in s.checks:
             if c.test in out:
@@ -32,5 +37,5 @@ def checks_by_test() -> dict[str, tuple[Stage, CheckSpec]]:
     return out
 
 
-def checks_by_id() -> dict[str, tuple[Stage, CheckSpec]]:
+def checks_by_id() -> dict[str, CheckEntry]:
     return {c.id: (s, c) for s in STAGES for c in s.checks}
