@@ -227,3 +227,84 @@ def test_nccl_debug_gdr_and_roce_devices() -> None:
         ("mlx5_3", "RoCE", False),
     ]
     assert (facts.gdr, facts.sharp, facts.relaxed_ordering) == (True, False, False)
+
+
+# -- shapes across NCCL / nccl-tests / Open MPI releases ----------------------------------
+# Written from the format strings of the programs that print them (no capture in the corpus):
+# NVIDIA/nccl src/transport/net_ib.cc (v2.23.4-1 .. v2.28.3-1), net_ib/p2p.cc (v2.28.7-1 and
+# master 2026: `ncclIbLogCompletionWithError`), net_ib/gin.cc (master); NVIDIA/nccl-tests
+# src/util.cu `writeDeviceReport` (v2.19.6); Open MPI 4.1 `--tag-output` (orte iof
+# `[jobid,rank]<stdout>:` before each line).
+COMPLETION_SHAPES = {
+    "2.23-2.28.3": (
+        "gpu7:146600:146782 [5] transport/net_ib.cc:2244 NCCL WARN NET/IB: Got completion from "
+        "peer 10.46.70.21<50854> with status=5 opcode=31245 len=0 vendor err 249 (Recv) "
+        "localGid fe80::9e63:c0ff:feab:b8da remoteGidsfe80::9e63:c0ff:feab:b9ca hca mlx5_9",
+        ("10.46.70.21", 5, 31245, 0, 249, "Recv", "fe80::9e63:c0ff:feab:b8da", "mlx5_9"),
+    ),
+    "2.23-ib-no-gid": (
+        "gpu7:146600:146782 [5] transport/net_ib.cc:2244 NCCL WARN NET/IB: Got completion from "
+        "peer 10.46.70.21<50854> with status=12 opcode=0 len=0 vendor err 129 (Send) hca mlx5_3",
+        ("10.46.70.21", 12, 0, 0, 129, "Send", None, "mlx5_3"),
+    ),
+    "2.28.7": (
+        "gpu7:1:2 [0] transport/net_ib/p2p.cc:701 NCCL WARN NET/IB: Got completion from peer "
+        "10.11.2.169<50673> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) "
+        "reqSize=262144 vendor_err=129 req_type=Send hca mlx5_5",
+        ("10.11.2.169", 12, 0, 262144, 129, "Send", None, "mlx5_5"),
+    ),
+    "master-roce": (
+        "gpu7:1:2 [0] transport/net_ib/p2p.cc:688 NCCL WARN NET/IB: Got completion from peer "
+        "10.0.0.2<43211> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RECV(128) "
+        "vendor_err=129  localGid ::ffff:10.0.0.1 remoteGids::ffff:10.0.0.2 hca mlx5_2",
+        ("10.0.0.2", 12, 128, None, 129, None, "::ffff:10.0.0.1", "mlx5_2"),
+    ),
+    "gin": (
+        "gpu7:1:2 [0] transport/net_ib/gin.cc:749 NCCL WARN NET/IB/GIN: Got completion from "
+        "peer 10.0.0.9<1> with status=10 opcode=1 len=8 vendor err 136 (Send) hca mlx5_1",
+        ("10.0.0.9", 10, 1, 8, 136, "Send", None, "mlx5_1"),
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(COMPLETION_SHAPES))
+def test_ib_completion_error_in_every_release_wording(shape: str) -> None:
+    line, want = COMPLETION_SHAPES[shape]
+    (e,) = parse_nccl_debug(line + "\n").ib_completion_errors
+    got = (e.peer, e.status, e.opcode, e.length, e.vendor_err, e.direction, e.local_gid, e.hca)
+    assert (e.host, got) == ("gpu7", want)
+
+
+def test_mpirun_tag_output_prefixes_are_read() -> None:
+    info = "gpu1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:1.2.3.4<0>\n"
+    plain = corpus_text(f"net/{G8}") + info
+    tagged = "".join(f"[1,0]<stdout>:{line}\n" for line in corpus_text(f"net/{G8}").splitlines())
+    tagged += "[1,0]<stderr>: " + info  # PRRTE (Open MPI 5) writes a space after the tag
+    assert parse_all_reduce_perf(tagged) == parse_all_reduce_perf(plain)
+    assert [d.name for d in parse_nccl_debug(tagged).ib_devices] == ["mlx5_0"]
+
+
+# Not a capture: the layout `writeDeviceReport` and the footer of nccl-tests 2.19.6 print
+# (tests/fixtures/formats/README.md).
+NEW_HEADER = (
+    CORPUS.parent
+    / "formats"
+    / "all_reduce_perf__nccl-tests-2.19.6-nccl2.28.7-1gpu-written-from-util-cu.txt"
+).read_text()
+
+
+def test_newest_nccl_tests_header_gives_both_versions() -> None:
+    got = parse_all_reduce_perf(NEW_HEADER)
+    assert isinstance(got, NcclTestsResult)
+    assert (got.nccl_version, got.nccl_tests_version) == ("2.28.7", "2.19.6")
+    assert (got.header.ngpus, got.avg_busbw_gbytes_s, got.rows[0].in_place.algbw_gbytes_s) == (
+        1,
+        0.0,
+        327.35,
+    )
+
+
+def test_avg_bus_bandwidth_check_failed_is_a_failure() -> None:
+    text = NEW_HEADER.replace("# Avg bus bandwidth    : 0 ", "# Avg bus bandwidth    : 12.5 FAILED")
+    got = parse_all_reduce_perf(text)
+    assert isinstance(got, NcclTestsFailure) and "Avg bus bandwidth" in got.message

@@ -31,8 +31,19 @@ _RANK_RE = re.compile(
 # NCCL 1.x-era builds, `bytes N type op time algbw busbw res ...`.
 _COLUMNS_RE = re.compile(r"^#\s*(?P<cols>(?:size|bytes)\s+(?:count|N)\s+type\s.*)$")
 _OOB_RE = re.compile(r"^# Out of bounds values : (?P<n>\d+) (?P<verdict>OK|FAILED)$")
-_AVG_RE = re.compile(r"^# Avg bus bandwidth\s*: (?P<bw>\d+(?:\.\d+)?)$")
+# nccl-tests >= 2.13 prints `%g` and, with `-c`, OK/FAILED against its own check (util.cu).
+_AVG_RE = re.compile(
+    r"^# Avg bus bandwidth\s*: (?P<bw>\d+(?:\.\d+)?(?:e[-+]?\d+)?)(?:\s+(?P<check>OK|FAILED))?$"
+)
 _VERSION_RE = re.compile(r"NCCL(?: Tests compiled with NCCL| version) (?P<v>[\w.+-]+)")
+# Newer releases (src/util.cu writeDeviceReport): `# nccl-tests version 2.19.6
+# nccl-headers=22807 nccl-library=22807`; NCCL_VERSION_CODE is major*10000 + minor*100 + patch.
+_TESTS_VERSION_RE = re.compile(
+    r"^# nccl-tests version (?P<tests>\S+)(?: nccl-headers=(?P<hdr>\d+))?"
+    r"(?: nccl-library=(?P<lib>\d+))?"
+)
+# `mpirun --tag-output` (Open MPI 4: `[1,0]<stdout>:`; PRRTE in Open MPI 5 adds a space).
+_TAG_RE = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>: ?")
 _FAILURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("nccl_error", re.compile(r"(?:Test )?NCCL failure \S+ '.*")),
     ("cuda_error", re.compile(r"(?:Test )?CUDA failure \S+ '.*")),
@@ -104,6 +115,7 @@ class NcclTestsResult:
 
     header: NcclTestsHeader
     nccl_version: str | None
+    nccl_tests_version: str | None  # printed by nccl-tests >= 2.13 only
     ranks: tuple[NcclRank, ...]
     hosts: tuple[str, ...]
     independent_runs: int
@@ -123,6 +135,18 @@ class NcclTestsFailure:
     messages: tuple[str, ...]
     hosts: tuple[str, ...]
     rows_completed: int
+
+
+def untagged_lines(text: str) -> list[str]:
+    """The output's lines, stripped, with `mpirun --tag-output` prefixes removed."""
+    return [_TAG_RE.sub("", line.strip(), count=1).strip() for line in clean_lines(text)]
+
+
+def nccl_version_of_code(code: int) -> str:
+    """NCCL_VERSION_CODE -> `2.28.7` (22807); codes before 2.9 were major*1000 + minor*100."""
+    if code >= 20900:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
 def _failure(lines: list[str], rows_done: int, oob_failed: str | None) -> NcclTestsFailure | None:
@@ -197,8 +221,7 @@ def _row(line: str, columns: tuple[str, ...]) -> NcclRow | None:
 
 def parse_all_reduce_perf(text: str) -> NcclTestsResult | NcclTestsFailure:
     """Parse one all_reduce_perf capture (stdout of every rank as the launcher merged it)."""
-    lines = [line.strip() for line in clean_lines(text)]
-    nonblank = [line for line in lines if line]
+    nonblank = [line for line in untagged_lines(text) if line]
     if not nonblank:
         raise ParseError(TOOL, "empty output")
     headers: list[NcclTestsHeader] = []
@@ -206,7 +229,7 @@ def parse_all_reduce_perf(text: str) -> NcclTestsResult | NcclTestsFailure:
     columns: tuple[str, ...] = ()
     rows: list[NcclRow] = []
     other: list[str] = []
-    version = None
+    version = tests_version = None
     oob: int | None = None
     oob_failed = None
     avg: float | None = None
@@ -232,10 +255,16 @@ def parse_all_reduce_perf(text: str) -> NcclTestsResult | NcclTestsFailure:
             oob_failed = line if m["verdict"] == "FAILED" else None
         elif m := _AVG_RE.match(line):
             avg = float(m["bw"])
+            if m["check"] == "FAILED":
+                oob_failed = oob_failed or line
         elif (row := _row(line, columns or _CURRENT_COLUMNS)) is not None:
             rows.append(row)
         elif line.startswith("#"):
-            if m := _VERSION_RE.search(line):
+            if m := _TESTS_VERSION_RE.match(line):
+                tests_version = m["tests"]
+                code = m["lib"] or m["hdr"]
+                version = nccl_version_of_code(int(code)) if code else version
+            elif m := _VERSION_RE.search(line):
                 version = m["v"]
             # Remaining '#' lines are the banner's frame (`#`, `# Using devices`, units row).
         else:
@@ -257,6 +286,7 @@ def parse_all_reduce_perf(text: str) -> NcclTestsResult | NcclTestsFailure:
     return NcclTestsResult(
         header=headers[0],
         nccl_version=version,
+        nccl_tests_version=tests_version,
         ranks=tuple(ranks),
         hosts=tuple(sorted({r.host for r in ranks})),
         independent_runs=independent,
@@ -276,14 +306,23 @@ _DEBUG_RE = re.compile(
 _IB_USING_RE = re.compile(r"^NET/IB : Using (?P<devs>(?:\[\d+\]\S+\s*)+)(?P<rest>.*)$")
 _IB_DEV_RE = re.compile(r"\[(?P<idx>\d+)\](?P<name>[^:\s]+):(?P<port>\d+)/(?P<flags>\S+)")
 _OOB_IF_RE = re.compile(r"OOB (?P<ifname>[^:\s]+):(?P<addr>[^<\s]+)<\d+>")
-# Two spellings of an IB completion error: NCCL 2.1x `with error 4, opcode N, len N, vendor
-# err 81 (Send)` (nccl_warn__*-2.1x-format) and plugins' `with status=12 opcode=0 len=0 vendor
-# err 129 (Recv) localGid G remoteGidsG` (nccl_warn__*-ib-plugin-*: no space after remoteGids).
+# An IB completion error, as each NCCL release words it (src/transport/net_ib*.cc WARN lines):
+#   2.19   `NET/IB : Got completion from peer P with error 4, opcode 0, len 0, vendor err 81 (Send)`
+#   2.21   `NET/IB : Got completion from peer P with status=12 opcode=0 len=0 vendor err 129 (Recv)`
+#   2.23+  `NET/IB: Got completion from peer P with status=5 opcode=0 len=0 vendor err 249 (Recv)
+#           localGid G remoteGidsG hca mlx5_9`
+#   2.28.7 `NET/IB: ... with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=0
+#           vendor_err=129 req_type=Send localGid G remoteGidsG hca mlx5_5`
+#   later  the same without reqSize/req_type; GIN: `NET/IB/GIN: Got completion ...`.
+# The GID parts appear on RoCE only (no space after `remoteGids`).
 _IB_COMPLETION_RE = re.compile(
-    r"NET/IB : Got completion from peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)? with "
-    r"(?:error |status=)(?P<status>\d+),? opcode[ =](?P<opcode>\d+),? len[ =](?P<len>\d+),? "
-    r"vendor err (?P<vendor>\d+)(?: \((?P<dir>\w+)\))?"
-    r"(?: localGid (?P<lgid>\S+))?(?: remoteGids\s*(?P<rgid>\S+))?"
+    r"NET/IB(?:/GIN)?\s?: Got completion from peer (?P<peer>\S+?)(?:<(?P<port>\d+)>)? with "
+    r"(?:error |status=)(?:\w+\()?(?P<status>\d+)\)?,? "
+    r"opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?,?"
+    r"(?: len[ =](?P<len>\d+),?| reqSize=(?P<reqsize>-?\d+))? "
+    r"vendor[ _]err[ =](?P<vendor>\d+)(?: \((?P<dir>\w+)\))?(?: req_type=(?P<rtype>\w+))?"
+    r"(?:\s+localGid\s+(?P<lgid>\S+))?(?:\s+remoteGids?\s*(?P<rgid>\S+))?"
+    r"(?:\s+hca (?P<hca>\S+))?"
 )
 
 
@@ -306,11 +345,12 @@ class NcclIbCompletionError:
     peer: str
     status: int
     opcode: int
-    length: int
+    length: int | None  # `len` (<= 2.28.3) or `reqSize` (2.28.7); absent from later releases
     vendor_err: int
     direction: str | None
     local_gid: str | None
     remote_gid: str | None
+    hca: str | None  # the local HCA, printed by NCCL >= 2.23
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +369,10 @@ class NcclDebugFacts:
     ib_completion_errors: tuple[NcclIbCompletionError, ...]
 
 
+def _opt_int(v: str | None) -> int | None:
+    return None if v is None else int(v)
+
+
 def parse_nccl_debug(text: str) -> NcclDebugFacts:
     """Parse the NCCL INFO/WARN lines of a capture; other lines are ignored."""
     hosts: set[str] = set()
@@ -339,7 +383,7 @@ def parse_nccl_debug(text: str) -> NcclDebugFacts:
     nranks: int | None = None
     warns: list[str] = []
     completions: list[NcclIbCompletionError] = []
-    for line in (raw.strip() for raw in clean_lines(text)):
+    for line in untagged_lines(text):
         m = _DEBUG_RE.match(line)
         if m is None:
             continue
@@ -354,11 +398,12 @@ def parse_nccl_debug(text: str) -> NcclDebugFacts:
                         peer=c["peer"],
                         status=int(c["status"]),
                         opcode=int(c["opcode"]),
-                        length=int(c["len"]),
+                        length=_opt_int(c["len"] if c["len"] is not None else c["reqsize"]),
                         vendor_err=int(c["vendor"]),
-                        direction=c["dir"],
+                        direction=c["dir"] or c["rtype"],
                         local_gid=c["lgid"],
                         remote_gid=c["rgid"],
+                        hca=c["hca"],
                     )
                 )
         elif u := _IB_USING_RE.match(msg):
