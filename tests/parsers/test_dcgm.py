@@ -259,3 +259,14 @@ def test_discovery_count_mismatch_raises() -> None:
     text = corpus_text(DISCOVERY).replace("1 GPU found.", "2 GPUs found.")
     with pytest.raises(ParseError, match="announced"):
         parse_dcgmi_discovery(text)
+
+
+def test_full_width_cell_keeps_its_last_characters() -> None:
+    """DCGM 4.x writes ids `, `-separated: eight of them fill the Result cell to one space
+    before the border (the L40S capture's layout, widened to an 8-GPU node)."""
+    ids = ", ".join(["2901"] * 8)
+    text = corpus_text(R2).replace(
+        "| 20b2,20b2,20b2,20b2,20b2,20b2,20b2,20b2        |", f"| {ids} |"
+    )
+    assert f"| {ids} |" in text
+    assert parse_dcgmi_diag(text).gpu_device_ids == ("2901",) * 8

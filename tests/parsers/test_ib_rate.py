@@ -49,8 +49,16 @@ def test_decode_rate_rejects(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "lanes"),
-    [("4X (2)", 4), ("1X (1)", 1), ("2X (16)", 2), ("8X (4)", 8), ("12X (8)", 12), ("4x", 4),
-     ("16X (16X)", 16), ("invalid width", None)],
+    [
+        ("4X (2)", 4),
+        ("1X (1)", 1),
+        ("2X (16)", 2),
+        ("8X (4)", 8),
+        ("12X (8)", 12),
+        ("4x", 4),
+        ("16X (16X)", 16),
+        ("invalid width", None),
+    ],
 )
 def test_decode_width(text: str, lanes: int | None) -> None:
     assert decode_width(text) == lanes
@@ -91,8 +99,13 @@ def test_rate_from_ibv_devinfo_parts() -> None:
 
 @pytest.mark.parametrize(
     ("text", "code", "name"),
-    [("4: ACTIVE", 4, "ACTIVE"), ("5: LinkUp", 5, "LinkUp"), ("PORT_ACTIVE (4)", 4, "PORT_ACTIVE"),
-     ("LINK_UP (5)", 5, "LINK_UP"), ("Active", None, "Active")],
+    [
+        ("4: ACTIVE", 4, "ACTIVE"),
+        ("5: LinkUp", 5, "LinkUp"),
+        ("PORT_ACTIVE (4)", 4, "PORT_ACTIVE"),
+        ("LINK_UP (5)", 5, "LINK_UP"),
+        ("Active", None, "Active"),
+    ],
 )
 def test_split_coded(text: str, code: int | None, name: str) -> None:
     assert split_coded(text) == (code, name)
@@ -100,8 +113,18 @@ def test_split_coded(text: str, code: int | None, name: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "code"),
-    [("Active", 4), ("ACTIVE", 4), ("PORT_ACTIVE", 4), ("Down", 1), ("PORT_DOWN", 1),
-     ("Initializing", 2), ("INIT", 2), ("Armed", 3), ("ACTIVE_DEFER", 5), ("???", None)],
+    [
+        ("Active", 4),
+        ("ACTIVE", 4),
+        ("PORT_ACTIVE", 4),
+        ("Down", 1),
+        ("PORT_DOWN", 1),
+        ("Initializing", 2),
+        ("INIT", 2),
+        ("Armed", 3),
+        ("ACTIVE_DEFER", 5),
+        ("???", None),
+    ],
 )
 def test_port_state_code(name: str, code: int | None) -> None:
     assert port_state_code(name) == code
@@ -109,8 +132,17 @@ def test_port_state_code(name: str, code: int | None) -> None:
 
 @pytest.mark.parametrize(
     ("name", "code"),
-    [("LinkUp", 5), ("LINK_UP", 5), ("Disabled", 3), ("DISABLED", 3), ("Polling", 2),
-     ("PortConfigurationTraining", 4), ("LinkErrorRecovery", 6), ("PHY_TEST", 7), ("x", None)],
+    [
+        ("LinkUp", 5),
+        ("LINK_UP", 5),
+        ("Disabled", 3),
+        ("DISABLED", 3),
+        ("Polling", 2),
+        ("PortConfigurationTraining", 4),
+        ("LinkErrorRecovery", 6),
+        ("PHY_TEST", 7),
+        ("x", None),
+    ],
 )
 def test_phys_state_code(name: str, code: int | None) -> None:
     assert phys_state_code(name) == code

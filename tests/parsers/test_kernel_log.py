@@ -243,3 +243,36 @@ def test_cut_inside_free_text_is_a_shorter_log() -> None:
 def test_malformed_event_lines_raise(line: str) -> None:
     with pytest.raises(ParseError, match="kernel_log"):
         parse_kernel_log(line)
+
+
+# The proprietary module's load line names the arch before "Kernel Module" (no "for"); shape
+# from public dmesg captures (driver 550.120 on x86_64, 2024; aarch64 the same with its arch).
+@pytest.mark.parametrize(
+    ("line", "want"),
+    [
+        (
+            "[    6.852458] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.120  "
+            "Fri Sep 13 10:10:01 UTC 2024",
+            ("550.120", False),
+        ),
+        (
+            "[    2.024340] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.161.08  "
+            "Tue Mar  5 22:42:18 UTC 2024 (using threaded interrupts)",
+            ("535.161.08", False),
+        ),
+        (
+            "[    9.1] NVRM: loading NVIDIA UNIX aarch64 Kernel Module  560.35.03  "
+            "Fri Aug 16 21:22:33 UTC 2024",
+            ("560.35.03", False),
+        ),
+        (
+            "[ 1843.4] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.158.01  "
+            "Release Build  (dvs-builder@U22-I3-B10-02-5)  Mon Jun  2 13:13:04 UTC 2025",
+            ("570.158.01", True),
+        ),
+    ],
+    ids=["proprietary-550", "proprietary-535-threaded", "proprietary-aarch64", "open-570"],
+)
+def test_driver_load_line_proprietary_and_open(line: str, want: tuple[str, bool]) -> None:
+    (load,) = parse_kernel_log(line + "\n").driver_loads
+    assert (load.version, load.open_kernel_module) == want

@@ -31,8 +31,14 @@ BF3 = "\n".join(
         "PCI devices:",
         "------------",
         _row("DEVICE_TYPE", "MST", "PCI", "RDMA", "NET", "NUMA"),
-        _row("BlueField3(rev:1)", "/dev/mst/mt41692_pciconf0.1", "03:00.1", "mlx5_1",
-             "net-p1,net-pf1hpf,net-en3f1pf1sf0", "-1"),  # fmt: skip
+        _row(
+            "BlueField3(rev:1)",
+            "/dev/mst/mt41692_pciconf0.1",
+            "03:00.1",
+            "mlx5_1",
+            "net-p1,net-pf1hpf,net-en3f1pf1sf0",
+            "-1",
+        ),  # fmt: skip
         "",
         _row("BlueField3(rev:1)", "/dev/mst/mt41692_pciconf0", "03:00.0", "", "", "-1"),
     ]

@@ -218,7 +218,10 @@ def parse_dcgmi_diag(text: str) -> DcgmDiag:
         if not (line.startswith("|") and line.endswith("|") and len(line) > c and line[b] == "|"):
             raise ParseError(TOOL, f"line {no}: malformed table row (cut?): {line[:80]!r}")
         key = line[a + 1 : b].strip()
-        chunk = line[b + 1 : c].ljust(width + 1)[1 : width + 1]
+        # dcgmi wraps long text at `width` (keep the wrapped piece's trailing spaces so pieces
+        # rejoin exactly), but a value may fill the cell up to one space before the border.
+        cell = line[b + 2 : c]
+        chunk = cell[:width].ljust(width) + cell[width:].rstrip()
         where = f"line {no}"
         if category is None:
             continue  # the `| Diagnostic | Result |` header

@@ -75,8 +75,12 @@ _PEERMEM = re.compile(r"^(?:NVIDIA )?nvidia[-_]peermem:?\s*(?P<msg>.*)$", re.IGN
 _PEERMEM_LOAD = re.compile(
     r"loading|loaded|module (?:verification|license)|taint|registered|init", re.IGNORECASE
 )
+# Open modules: `NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.158.01  Release
+# Build ...` (corpus dmesg__fallen-off-bus-*); the proprietary module names the arch first:
+# `NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.161.08  Tue Mar  5 ... 2024`.
 _DRIVER_LOAD = re.compile(
-    r"NVRM: loading NVIDIA UNIX (?P<open>Open )?Kernel Module for (?P<arch>\S+)\s+(?P<ver>\S+)"
+    r"NVRM: loading NVIDIA UNIX (?:(?P<open>Open )Kernel Module for (?P<arch>\S+)"
+    r"|(?P<parch>\S+) Kernel Module)\s+(?P<ver>\d+\.\d+(?:\.\d+)*)\b"
 )
 
 
@@ -163,7 +167,8 @@ class PeermemEvent:
 
 @dataclass(frozen=True, slots=True)
 class DriverLoadEvent:
-    """`NVRM: loading NVIDIA UNIX [Open] Kernel Module for <arch>  <version> ...`."""
+    """`NVRM: loading NVIDIA UNIX Open Kernel Module for <arch>  <version>` or, proprietary,
+    `NVRM: loading NVIDIA UNIX <arch> Kernel Module  <version>`."""
 
     line_no: int
     timestamp: LogTimestamp | None

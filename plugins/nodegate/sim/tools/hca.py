@@ -149,8 +149,6 @@ def _counter_lines(d: Hca, read: int) -> list[str]:
     return [f"{IB}/{d.name}/ports/1/counters/{k}:{v}" for k, v in sorted(values.items())]
 
 
-
-
 def _pci_value(d: Hca, attr: str) -> str:
     """Kernel formats (drivers/pci/pci-sysfs.c): hex ids, decimal widths, pci_speed_string()."""
     values = {
