@@ -10,12 +10,13 @@ import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from nodegate.errors import ParseError
 from nodegate.inventory import Node
 from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import Profile
+from nodegate.settings import DEFAULT_FANOUT
 from nodegate.transport.base import Transport
 
 T = TypeVar("T")
@@ -30,6 +31,14 @@ class CheckSpec:
     title: str
 
 
+@dataclass(frozen=True, slots=True)
+class StageOptions:
+    """The run's options a stage reads: the fan-out limit, and where to show progress lines."""
+
+    fanout: int = DEFAULT_FANOUT
+    log: Callable[[str], None] | None = None  # active stages show their plan as they go
+
+
 @dataclass
 class StageContext:
     """What a stage gets to run with."""
@@ -38,7 +47,7 @@ class StageContext:
     profiles: Mapping[str, Profile]  # node -> profile
     transport: Transport
     run_dir: Path
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: StageOptions = field(default_factory=StageOptions)
 
 
 class Stage(abc.ABC):
