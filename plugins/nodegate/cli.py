@@ -19,6 +19,8 @@ DEFAULT_SIM_ROOT = Path(".nodegate") / "sim"
 DEFAULT_SUBNET = "127.77"
 DIR_HELP = "fleet directory: ssh_config, keys, known_hosts, inventory, model.json"
 SUBNET_HELP = "first two octets of the fleet's loopback addresses (default 127.77)"
+# nodegate is imported by this CLI before pytest starts; nothing to rewrite in it.
+QUIET_REWRITE = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
 SIM_HELP = "build: write the fleet; start/stop: its sshd daemons; up: build + start"
 
 
@@ -82,9 +84,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "--no-header",
             "-rN",
             "--tb=no",
-            # nodegate is imported by this CLI before pytest starts; nothing to rewrite in it.
-            "-W",
-            "ignore::pytest.PytestAssertRewriteWarning",
+            *QUIET_REWRITE,
             *args.pytest_args,
         ]
         print("  pytest " + " ".join(pytest_args), flush=True)
@@ -164,7 +164,7 @@ def cmd_run(pytest_args: list[str]) -> int:
     """`pytest <shipped suites> ARGS...`: every argument goes to pytest unchanged."""
     import pytest
 
-    return int(pytest.main([str(bundled.suites_dir()), *pytest_args]))
+    return int(pytest.main([str(bundled.suites_dir()), *QUIET_REWRITE, *pytest_args]))
 
 
 def _add_settings_options(p: argparse.ArgumentParser, *flags: str, required: bool = False) -> None:
