@@ -41,6 +41,7 @@ def run(n: int, faults: int, fanout: int) -> dict[str, object]:
     from nodegate.inventory import load_inventory
     from nodegate.profiles import ProfileLibrary
     from nodegate.sim.fleet import build_fleet
+    from nodegate.stages.base import StageOptions
     from nodegate.stages.ib_pairs import STAGE
     from nodegate.transport.evidence import EvidenceWriter
     from nodegate.transport.ssh import SSHTransport
@@ -58,7 +59,7 @@ def run(n: int, faults: int, fanout: int) -> dict[str, object]:
         transport = SSHTransport(
             nodes, fanout=fanout, evidence=EvidenceWriter(run_dir / "raw", "ssh")
         )
-        engine = Engine(nodes, profiles, transport, run_dir, [STAGE], {"fanout": fanout})
+        engine = Engine(nodes, profiles, transport, run_dir, [STAGE], StageOptions(fanout=fanout))
         sel = [(c.id, x.name) for c in STAGE.checks for x in nodes]
 
         async def go() -> object:

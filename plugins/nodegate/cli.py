@@ -7,17 +7,21 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from nodegate import bundled
 from nodegate.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:
+    from nodegate.stages.base import PassiveStage
+
 DEFAULT_SIM_ROOT = Path(".nodegate") / "sim"
-
-
-def _repo_path(*parts: str) -> Path:
-    """A path in the source checkout (demo model, suites); falls back to the cwd."""
-    p = REPO.joinpath(*parts)
-    return p if p.exists() else Path.cwd().joinpath(*parts)
+DEFAULT_SUBNET = "127.77"
+DIR_HELP = "fleet directory: ssh_config, keys, known_hosts, inventory, model.json"
+SUBNET_HELP = "first two octets of the fleet's loopback addresses (default 127.77)"
+# nodegate is imported by this CLI before pytest starts; nothing to rewrite in it.
+QUIET_REWRITE = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
+SIM_HELP = "build: write the fleet; start/stop: its sshd daemons; up: build + start"
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
@@ -62,7 +66,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from nodegate.sim.fleet import build_fleet
 
     root = Path(args.dir)
-    model = args.model or str(_repo_path("inventories", "sim", "demo.yaml"))
+    model = args.model or str(bundled.demo_model())
+    reports_dir = bundled.default_reports_dir(Path.cwd())
     fleet = build_fleet(model, root, subnet=args.subnet)
     print(f"nodegate demo: simulated fleet from {model} -> {fleet.root}")
     fleet.start()
@@ -70,18 +75,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"  {st.nodes} nodes, {st.running} sshd daemons, {st.listening} addresses listening")
     try:
         pytest_args = [
-            str(_repo_path("suites")),
+            str(bundled.suites_dir()),
             f"--inventory={fleet.root / 'inventory.yaml'}",
-            f"--rootdir={_repo_path()}",
+            f"--reports-dir={reports_dir}",
             "-p",
             "no:cacheprovider",
             "-q",
             "--no-header",
             "-rN",
             "--tb=no",
-            # nodegate is imported by this CLI before pytest starts; nothing to rewrite in it.
-            "-W",
-            "ignore::pytest.PytestAssertRewriteWarning",
+            *QUIET_REWRITE,
             *args.pytest_args,
         ]
         print("  pytest " + " ".join(pytest_args), flush=True)
@@ -92,7 +95,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"fleet stopped ({fleet.root})")
         else:
             print(f"fleet left running; stop it with: nodegate sim stop --dir {fleet.root}")
-    reports = _repo_path("reports", "latest")
+    reports = reports_dir / "latest"
     if reports.exists():
         print(f"reports: {reports.resolve()}  (admission.json, junit.xml, verdicts.json, raw/)")
     print(f"exit code {rc} ({ {0: 'all admitted', 1: 'some nodes rejected'}.get(rc, 'error') })")
@@ -103,46 +106,33 @@ def cmd_capture(args: argparse.Namespace) -> int:
     """Run the selected stages' commands on nodes and keep the outputs as a replay bundle."""
     from nodegate.inventory import load_inventory
     from nodegate.profiles import ProfileLibrary
-    from nodegate.stages.base import PassiveStage
-    from nodegate.stages.registry import stage
-    from nodegate.transport.base import Transport
+    from nodegate.settings import build_settings
     from nodegate.transport.evidence import EvidenceWriter
+    from nodegate.transport.registry import builtin_hook, known_transports, make_transport
 
-    inv = load_inventory(args.inventory)
-    nodes = list(inv.select(args.nodes))
-    lib = ProfileLibrary([*(args.profiles_dir or []), str(_repo_path("inventories", "profiles"))])
+    hook = builtin_hook()
+    settings = build_settings(
+        vars(args), {}, known_transports=known_transports(hook), rootpath=Path.cwd()
+    )
+    stages = [_passive_stage(name.strip()) for name in args.stages.split(",")]
+    nodes = list(load_inventory(args.nodegate_inventory).select(settings.nodes))
+    lib = ProfileLibrary(settings.profile_search_path())
+    plans = {
+        st.name: {
+            n.name: st.commands(n, lib.get(settings.profile or n.profile or "")) for n in nodes
+        }
+        for st in stages
+    }
     out = Path(args.out)
-    ev = EvidenceWriter(out, args.transport)
-    transport: Transport
-    if args.transport == "local":
-        from nodegate.transport.local import LocalTransport
-
-        transport = LocalTransport(evidence=ev)
-    else:
-        from nodegate.transport.ssh import SSHTransport
-
-        transport = SSHTransport(
-            nodes, fanout=args.fanout, evidence=ev, accept_new_hostkeys=args.accept_new_hostkeys
-        )
+    transport = make_transport(hook, settings, nodes, EvidenceWriter(out, settings.transport))
 
     async def go() -> int:
         bad = 0
         try:
-            for name in args.stages.split(","):
-                st = stage(name.strip())
-                if not isinstance(st, PassiveStage):
-                    raise ConfigError(
-                        f"stage {name} is active; only passive stages can be captured"
-                    )
-                plan = {}
-                for n in nodes:
-                    prof = lib.get(args.profile or n.profile or "")
-                    plan[n.name] = st.commands(n, prof)
-                outs = await transport.run_stage(st.name, plan)
+            for name, plan in plans.items():
+                outs = await transport.run_stage(name, plan)
                 for o in outs.values():
-                    print(
-                        f"{o.node} {st.name}: {o.reach.value} {len(o.results)} commands {o.detail}"
-                    )
+                    print(f"{o.node} {name}: {o.reach.value} {len(o.results)} commands {o.detail}")
                     bad += o.reach.value != "ok"
         finally:
             await transport.close()
@@ -150,55 +140,107 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
     rc = asyncio.run(go())
     print(
-        f"bundle: {out}  (replay: pytest suites --inventory {args.inventory} "
+        f"bundle: {out}  (replay: pytest suites --inventory {args.nodegate_inventory} "
         f"--transport replay --replay {out})"
     )
     return rc
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _passive_stage(name: str) -> PassiveStage[Any, Any]:
+    """A stage that can be captured (reads node state only), or a ConfigError saying why."""
+    from nodegate.stages.base import PassiveStage
+    from nodegate.stages.registry import STAGES
+
+    by_name = {s.name: s for s in STAGES}
+    st = by_name.get(name)
+    if st is None:
+        raise ConfigError(f"--stages: unknown stage {name!r}; known: {', '.join(by_name)}")
+    if not isinstance(st, PassiveStage):
+        raise ConfigError(f"stage {name} is active; only passive stages can be captured")
+    return st
+
+
+def cmd_run(pytest_args: list[str]) -> int:
+    """`pytest <shipped suites> ARGS...`: every argument goes to pytest unchanged."""
     import pytest
 
-    return int(pytest.main([str(_repo_path("suites")), *args.pytest_args]))
+    return int(pytest.main([str(bundled.suites_dir()), *QUIET_REWRITE, *pytest_args]))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _add_settings_options(p: argparse.ArgumentParser, *flags: str, required: bool = False) -> None:
+    """The pytest plugin's options, same names, help and validation (nodegate.settings)."""
+    from nodegate.settings import OPTION
+
+    for flag in flags:
+        o = OPTION[flag]
+        if o.kind == "flag":
+            p.add_argument(o.flag, dest=o.dest, help=o.help, action="store_true")
+        else:
+            action = "append" if o.kind == "append" else "store"
+            p.add_argument(
+                o.flag,
+                dest=o.dest,
+                help=o.help,
+                metavar=o.metavar,
+                action=action,
+                required=required,
+            )
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nodegate", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
 
     d = sub.add_parser("demo", help="qualify a simulated fleet with injected faults")
-    d.add_argument("--model", help="fleet model YAML (default inventories/sim/demo.yaml)")
-    d.add_argument("--dir", default=str(DEFAULT_SIM_ROOT / "demo"))
-    d.add_argument("--subnet", default="127.77")
+    d.add_argument("--model", help=f"fleet model YAML (default {bundled.demo_model()})")
+    d.add_argument("--dir", default=str(DEFAULT_SIM_ROOT / "demo"), help=DIR_HELP)
+    d.add_argument("--subnet", default=DEFAULT_SUBNET, help=SUBNET_HELP)
     d.add_argument("--keep", action="store_true", help="leave the fleet running")
     d.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     d.set_defaults(func=cmd_demo)
 
     s = sub.add_parser("sim", help="simulated fleet: build, start, stop, status, up")
-    s.add_argument("action", choices=["build", "start", "stop", "status", "up"])
-    s.add_argument("--model", default=str(_repo_path("inventories", "sim", "demo.yaml")))
-    s.add_argument("--dir", default=str(DEFAULT_SIM_ROOT / "demo"))
-    s.add_argument("--subnet", default="127.77")
-    s.add_argument("--port", type=int, default=None)
+    s.add_argument("action", choices=["build", "start", "stop", "status", "up"], help=SIM_HELP)
+    s.add_argument("--model", default=str(bundled.demo_model()), help="fleet model YAML")
+    s.add_argument("--dir", default=str(DEFAULT_SIM_ROOT / "demo"), help=DIR_HELP)
+    s.add_argument("--subnet", default=DEFAULT_SUBNET, help=SUBNET_HELP)
+    s.add_argument("--port", type=int, default=None, help="sshd port of every node (default 2222)")
     s.set_defaults(func=cmd_sim)
 
     c = sub.add_parser("capture", help="capture a replay bundle of stage commands")
-    c.add_argument("--inventory", required=True)
-    c.add_argument("--nodes")
-    c.add_argument("--stages", default="reach")
-    c.add_argument("--out", required=True)
-    c.add_argument("--profile")
-    c.add_argument("--profiles-dir", action="append")
-    c.add_argument("--transport", choices=["ssh", "local"], default="ssh")
-    c.add_argument("--fanout", type=int, default=256)
-    c.add_argument("--accept-new-hostkeys", action="store_true")
+    _add_settings_options(c, "--inventory", required=True)
+    c.add_argument(
+        "--stages", default="reach", help="comma-separated passive stages (default reach)"
+    )
+    c.add_argument("--out", required=True, help="bundle directory to write (raw/ layout)")
+    _add_settings_options(
+        c,
+        "--nodes",
+        "--profile",
+        "--profiles-dir",
+        "--transport",
+        "--replay",
+        "--fanout",
+        "--connect-timeout",
+        "--accept-new-hostkeys",
+    )
     c.set_defaults(func=cmd_capture)
 
-    r = sub.add_parser("run", help="pytest suites/ with the given pytest arguments")
-    r.add_argument("pytest_args", nargs=argparse.REMAINDER)
-    r.set_defaults(func=cmd_run)
+    sub.add_parser(
+        "run",
+        help="pytest on the shipped suites; every argument after `run` goes to pytest",
+        add_help=False,
+    )
+    return p
 
-    args = p.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:
+        # Everything after `run` is pytest's (`-m reach`, `--inventory x`, `--help`):
+        # argparse would claim options it does not know, so `run` bypasses it.
+        return cmd_run(argv[1:])
+    args = _parser().parse_args(argv)
     try:
         rc: int = args.func(args)
         return rc

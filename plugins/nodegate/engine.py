@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from nodegate.inventory import Node
 from nodegate.model import Status, Verdict
 from nodegate.profiles import Profile
-from nodegate.stages.base import Stage, StageContext
+from nodegate.stages.base import Stage, StageContext, StageOptions
 from nodegate.stages.registry import STAGES
 from nodegate.transport.base import Transport
 
@@ -98,14 +98,14 @@ class Engine:
         transport: Transport,
         run_dir: Path,
         stages: Sequence[Stage] = STAGES,
-        options: Mapping[str, Any] | None = None,
+        options: StageOptions | None = None,
     ) -> None:
         self.nodes = list(nodes)
         self.profiles = profiles
         self.transport = transport
         self.run_dir = run_dir
         self.stages = list(stages)
-        self.options = dict(options or {})
+        self.options = options or StageOptions()
 
     async def run(self, selected: Iterable[tuple[str, str]]) -> RunResult:
         """`selected`: (check id, node) pairs; a stage runs for the nodes it has items for."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import CORPUS, check_expected, corpus_text
 from nodegate.errors import ParseError
 from nodegate.parsers.dcgm import (
     TOOL,
@@ -18,6 +17,8 @@ from nodegate.parsers.dcgm import (
     parse_dcgmi_diag_json,
     parse_dcgmi_discovery,
 )
+
+from conftest import CORPUS, check_expected, corpus_text
 
 FILES = sorted(p.name for p in (CORPUS / "gpu").glob("dcgmi-*"))
 R1 = "gpu/dcgmi-diag-r1__v100-pcie-16gb-dcgm3.3.9-driver560.35.03.txt"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CORPUS, check_expected, corpus_text
 from nodegate.errors import ParseError
 from nodegate.parsers.kernel_log import TOOL, parse_kernel_log
+
+from conftest import CORPUS, check_expected, corpus_text
 
 FILES = sorted(
     p.name

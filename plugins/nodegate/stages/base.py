@@ -17,6 +17,7 @@ from nodegate.errors import ParseError
 from nodegate.inventory import Node
 from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import Profile
+from nodegate.settings import DEFAULT_FANOUT
 from nodegate.transport.base import Transport
 
 T = TypeVar("T")
@@ -33,6 +34,14 @@ class CheckSpec:
     title: str
 
 
+@dataclass(frozen=True, slots=True)
+class StageOptions:
+    """The run's options a stage reads: the fan-out limit, and where to show progress lines."""
+
+    fanout: int = DEFAULT_FANOUT
+    log: Callable[[str], None] | None = None  # active stages show their plan as they go
+
+
 @dataclass
 class StageContext:
     """What a stage gets to run with."""
@@ -41,7 +50,7 @@ class StageContext:
     profiles: Mapping[str, Profile]  # node -> profile
     transport: Transport
     run_dir: Path
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: StageOptions = field(default_factory=StageOptions)
 
 
 class Stage(abc.ABC):

@@ -78,7 +78,7 @@ class IbPairsStage(Stage):
         out_dir.mkdir(parents=True, exist_ok=True)
         runs: list[TestRun] = []
         plan_log: list[dict[str, Any]] = []
-        limit = int(ctx.options.get("fanout", 256))
+        limit = ctx.options.fanout
         rounds: list[Round] = round_one(
             names, leaf, sorted(rails), same_leaf=sec["pairing"] == "same_leaf", seed=sec["seed"]
         )
@@ -89,8 +89,8 @@ class IbPairsStage(Stage):
                 out_dir / f"plan-{prof.name}.json",
                 {"method": method.describe(), "rounds": plan_log},
             )
-            log = ctx.options.get("log")
-            if callable(log):
+            log = ctx.options.log
+            if log is not None:
                 log(f"ib_pairs {prof.name}: round {rnd.label}: {len(rnd.tests)} tests")
             done = await run_round(
                 ctx.transport,

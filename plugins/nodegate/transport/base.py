@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from nodegate.model import CommandSpec, NodeOutcome, Reach
+from nodegate.settings import DEFAULT_FANOUT
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.process import RemoteProcess, SpawnError
 from nodegate.transport.script import build_script, parse_frames
@@ -51,7 +52,9 @@ class Transport(abc.ABC):
 
     name = "abstract"
 
-    def __init__(self, *, fanout: int = 256, evidence: EvidenceWriter | None = None) -> None:
+    def __init__(
+        self, *, fanout: int = DEFAULT_FANOUT, evidence: EvidenceWriter | None = None
+    ) -> None:
         if fanout < 1:
             raise ValueError("fanout must be >= 1")
         self.fanout = fanout

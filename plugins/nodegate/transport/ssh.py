@@ -23,6 +23,7 @@ import asyncssh
 from nodegate.errors import ConfigError
 from nodegate.inventory import Node, SSHConfig
 from nodegate.model import Reach
+from nodegate.settings import DEFAULT_FANOUT
 from nodegate.transport.base import Session, Transport, read_until
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.process import RemoteProcess, SpawnError, kill_script, wrap
@@ -80,7 +81,7 @@ class SSHTransport(Transport):
         self,
         nodes: Sequence[Node],
         *,
-        fanout: int = 256,
+        fanout: int = DEFAULT_FANOUT,
         connect_timeout_s: float | None = None,
         accept_new_hostkeys: bool = False,
         evidence: EvidenceWriter | None = None,

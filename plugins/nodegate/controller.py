@@ -1,0 +1,78 @@
+"""The engine runs once, on the controller, when collection is known and before any item runs.
+
+Serial runs start it from `pytest_collection_finish`; under xdist, when the workers report
+their collection (before scheduling). Workers never open fleet connections for registered
+checks: they read verdicts.json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+
+from nodegate.engine import Engine, LoopThread
+from nodegate.items import SITE_PREFIX, item_key
+from nodegate.stages.base import StageOptions
+from nodegate.state import STATE, WORKER_RUN_DIR, RunState, now
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is None or state.is_worker or session.config.option.collectonly:
+        return
+    if (
+        getattr(session.config.option, "numprocesses", None)
+        or getattr(session.config.option, "dist", "no") != "no"
+    ):
+        return  # xdist controller: runs from pytest_xdist_node_collection_finished
+    run_engine(state, [i.nodeid for i in session.items])
+
+
+def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
+    """Run the stages the collected items need, once; verdicts go to verdicts.json."""
+    if state.ran:
+        return
+    state.ran = True
+    keys = [k for k in (item_key(n) for n in nodeids) if k is not None]
+    state.selected = keys
+    engine_keys = [k for k in keys if not k[0].startswith(SITE_PREFIX)]
+    state.started_at = now()
+    state.loop = LoopThread()
+    state.transport = state.open_transport()
+    names = {n for _, n in keys}
+    engine = Engine(
+        [n for n in state.nodes if n.name in names],
+        state.profiles,
+        state.transport,
+        state.run_dir,
+        options=StageOptions(fanout=state.settings.fanout, log=_progress_log(state.config)),
+    )
+    state.result = state.loop.call(engine.run(engine_keys))
+    state.result.write(state.run_dir)
+
+
+def _progress_log(config: pytest.Config) -> Callable[[str], None] | None:
+    """Active stages show their plan as they go (the plan is also in the run directory)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return None
+
+    def log(line: str) -> None:
+        reporter.write_line(f"nodegate: {line}")
+
+    return log
+
+
+class XdistController:
+    """Hooks only the xdist controller gets: hand workers the run dir, run the engine once."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[WORKER_RUN_DIR] = str(self.state.run_dir)
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        run_engine(self.state, ids)

@@ -1,0 +1,174 @@
+"""Test items: one per (check, node), the fixtures they take, and what a check item asserts.
+
+`nodegate_check` (registered checks) shows an item its verdicts, computed once per run by the
+engine; `node` (site checks) runs commands over the run's connection.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodegate.engine import LoopThread
+from nodegate.model import CommandResult, CommandSpec, Status, Verdict
+from nodegate.stages.registry import checks_by_test
+from nodegate.state import STATE, RunState
+from nodegate.transport.evidence import resolve_evidence
+
+NODE_PARAM = "nodegate_node"
+SITE_PREFIX = "site."
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    uses_check = "nodegate_check" in metafunc.fixturenames
+    # Only our `node` fixture: a suite of someone else's with its own `node` is left alone.
+    node_defs = metafunc._arg2fixturedefs.get("node") or ()
+    uses_node = bool(node_defs) and node_defs[-1].func is _node_fixture_func()
+    if not (uses_check or uses_node):
+        return
+    state = metafunc.config.stash.get(STATE, None)
+    if state is None:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: nodegate checks need --inventory (or the "
+            "nodegate_inventory ini option)"
+        )
+    marks: list[pytest.MarkDecorator] = []
+    if uses_check:
+        entry = checks_by_test().get(metafunc.function.__name__)
+        if entry is None:
+            raise pytest.UsageError(
+                f"{metafunc.definition.nodeid}: {metafunc.function.__name__} is not a registered "
+                "nodegate check (see nodegate.stages.registry)"
+            )
+        marks.append(getattr(pytest.mark, entry[0].name))
+    params = [pytest.param(n.name, id=n.name, marks=marks) for n in state.nodes]
+    metafunc.parametrize(NODE_PARAM, params)
+
+
+def item_key(nodeid: str) -> tuple[str, str] | None:
+    """`suites/test_reach.py::test_kernel_version[gpu017]` -> ('reach.kernel.version', 'gpu017')."""
+    if not nodeid.endswith("]") or "[" not in nodeid:
+        return None
+    head, _, param = nodeid[:-1].rpartition("[")
+    func = head.rpartition("::")[2]
+    entry = checks_by_test().get(func)
+    if entry is not None:
+        return entry[1].id, param
+    module = Path(head.partition("::")[0]).stem
+    return f"{SITE_PREFIX}{module}.{func}", param
+
+
+class CheckView:
+    """What a check item sees: its verdicts; `assert_pass()` fails closed."""
+
+    def __init__(
+        self, check: str, node: str, verdicts: list[Verdict], allure_to: tuple[str, Path] | None
+    ) -> None:
+        self.check = check
+        self.node = node
+        self.verdicts = verdicts
+        self._allure_to = allure_to  # (stage, run dir) when --alluredir is given
+
+    def assert_pass(self) -> None:
+        __tracebackhide__ = True
+        if self._allure_to is not None:  # in the test body, so Allure files it with the test
+            _allure_attach(self, *self._allure_to)
+        if not self.verdicts:
+            pytest.fail(
+                f"{self.check} on {self.node}: no verdict (did not run) - fail closed",
+                pytrace=False,
+            )
+        bad = [v for v in self.verdicts if v.status is not Status.PASS]
+        if bad and all(v.status is Status.SKIP for v in bad):
+            pytest.skip(bad[0].message)
+        if bad:
+            pytest.fail("\n".join(_describe(v) for v in bad), pytrace=False)
+
+
+def _describe(v: Verdict) -> str:
+    parts = [
+        f"{v.status.value.upper()} {v.check} {v.node}"
+        + (f" [{v.component}]" if v.component else "")
+    ]
+    if v.observed is not None or v.expected is not None:
+        unit = f" {v.unit}" if v.unit else ""
+        parts.append(f"  observed: {v.observed}{unit}  expected: {v.expected}{unit}")
+    if v.message:
+        parts.append(f"  {v.message}")
+    if v.remediation:
+        parts.append(f"  remediation: {v.remediation}")
+    for e in v.evidence:
+        parts.append(f"  evidence: {e}")
+    return "\n".join(parts)
+
+
+@pytest.fixture
+def nodegate_check(request: pytest.FixtureRequest, nodegate_node: str) -> CheckView:
+    """The verdicts of this item's (check, node), computed once for the whole run."""
+    state: RunState = request.config.stash[STATE]
+    stage, spec = checks_by_test()[request.function.__name__]
+    allure_to = (
+        (stage.name, state.run_dir)
+        if getattr(request.config.option, "allure_report_dir", None)
+        else None
+    )
+    verdicts = state.load_result().for_item(spec.id, nodegate_node)
+    return CheckView(spec.id, nodegate_node, verdicts, allure_to)
+
+
+def _allure_attach(view: CheckView, stage: str, run_dir: Path) -> None:
+    """With --alluredir: label the item and attach its verdicts and raw evidence."""
+    import allure
+
+    allure.dynamic.feature(stage)  # type: ignore[no-untyped-call]
+    allure.dynamic.story(view.check)  # type: ignore[no-untyped-call]
+    allure.dynamic.tag(view.node)  # type: ignore[no-untyped-call]
+    allure.attach(
+        json.dumps([v.to_json() for v in view.verdicts], indent=1),
+        name="verdicts",
+        attachment_type=allure.attachment_type.JSON,
+    )
+    for ref in sorted({e for v in view.verdicts for e in v.evidence}):
+        try:
+            doc = resolve_evidence(run_dir, ref)
+        except (OSError, KeyError, ValueError):
+            continue  # the verdict itself says what is missing
+        allure.attach(
+            json.dumps(doc, indent=1), name=ref, attachment_type=allure.attachment_type.JSON
+        )
+
+
+class NodeHandle:
+    """A node for site-written checks: `node.run("cmd")` over the run's connection."""
+
+    def __init__(self, state: RunState, name: str) -> None:
+        self.state = state
+        self.name = name
+
+    def run(self, cmd: str, timeout_s: float = 30.0) -> CommandResult:
+        st = self.state
+        if st.loop is None:  # xdist worker: its own connection, opened on first use
+            st.loop = LoopThread()
+            st.transport = st.open_transport()
+        assert st.transport is not None
+        out = st.loop.call(
+            st.transport.run_node(self.name, "site", [CommandSpec("cmd", cmd, timeout_s)])
+        )
+        r = out.result("cmd")
+        if r is None:
+            pytest.fail(f"{self.name}: {out.reach.value}: {out.detail}", pytrace=False)
+        return r
+
+
+def _node_fixture_func() -> Any:
+    """The function behind our `node` fixture (pytest wraps the decorated name)."""
+    return getattr(node, "__wrapped__", node)
+
+
+@pytest.fixture
+def node(request: pytest.FixtureRequest, nodegate_node: str) -> NodeHandle:
+    """Site-written checks: the node under test (see README, "Site checks")."""
+    return NodeHandle(request.config.stash[STATE], nodegate_node)

@@ -1,0 +1,122 @@
+"""The run's outcome: each item's result (controller side), admission.json at session end,
+handed to `pytest_nodegate_admission` implementations: the terminal summary and reports/latest.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodegate.gate import ADMISSION_FILE, admission_doc, decide, write_admission
+from nodegate.items import SITE_PREFIX, item_key
+from nodegate.model import Status, Verdict
+from nodegate.report import summary_lines
+from nodegate.state import STATE, RunState, now
+
+# Exit codes (README "Exit codes"): pytest's own, plus 1 whenever a node is rejected.
+EXIT_ADMITTED, EXIT_REJECTED = 0, 1
+
+
+class Recorder:
+    """Controller-side record of each item's outcome (xdist forwards workers' reports)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        key = item_key(report.nodeid)
+        if key is None:
+            return
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            self.state.item_outcomes[key] = report.outcome
+            if key[0].startswith(SITE_PREFIX):
+                self.state.site_verdicts.append(_site_verdict(key, report))
+
+
+def _site_verdict(key: tuple[str, str], report: pytest.TestReport) -> Verdict:
+    status = {"passed": Status.PASS, "skipped": Status.SKIP}.get(report.outcome, Status.FAIL)
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = str(getattr(crash, "message", "") or report.longreprtext).strip()
+    msg = "" if status is Status.PASS else (text.splitlines()[0] if text else report.outcome)
+    return Verdict(key[0], key[1], status, component="site", message=msg)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is None or state.is_worker:
+        return
+    try:
+        if state.ran and state.result is not None:
+            for v in state.site_verdicts:
+                state.result.add(v)
+            # Final state of the run: site checks' verdicts and every connection opened.
+            state.result.connections = getattr(state.transport, "connections_opened", 0)
+            state.result.write(state.run_dir)
+            doc = _admission(state)
+            write_admission(state.run_dir, doc)
+            if doc["summary"]["rejected"] and session.exitstatus == EXIT_ADMITTED:
+                session.exitstatus = EXIT_REJECTED
+            session.config.hook.pytest_nodegate_admission(doc=doc, run_dir=state.run_dir)
+    finally:
+        if state.loop is not None and state.transport is not None:
+            state.loop.call(state.transport.close(), timeout=30)
+        if state.loop is not None:
+            state.loop.stop()
+
+
+def _admission(state: RunState) -> dict[str, Any]:
+    assert state.result is not None
+    decisions = decide(
+        state.selected,
+        state.result,
+        {n: p.name for n, p in state.profiles.items()},
+        {n.name: dict(n.labels) for n in state.nodes},
+        state.item_outcomes,
+    )
+    meta = {
+        "run_id": state.run_id,
+        "started_at": state.started_at,
+        "finished_at": now(),
+        "inventory": state.inventory.source,
+        "transport": state.settings.transport,
+        "stages": state.result.stages_run,
+    }
+    return admission_doc(
+        decisions, [n.name for n in state.nodes], meta, (c for c, _ in state.selected)
+    )
+
+
+class AdmissionSummary:
+    """The terminal's "nodegate admission" section (a `pytest_nodegate_admission` consumer)."""
+
+    def __init__(self) -> None:
+        self.got: tuple[dict[str, Any], Path] | None = None
+
+    @pytest.hookimpl
+    def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
+        self.got = (doc, run_dir / ADMISSION_FILE)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.got is None:
+            return
+        doc, path = self.got
+        terminalreporter.section("nodegate admission")
+        for line in summary_lines(doc, os.path.relpath(path)):
+            terminalreporter.write_line(line)
+
+
+class LatestLink:
+    """`reports/latest` -> the newest run directory (a `pytest_nodegate_admission` consumer)."""
+
+    @pytest.hookimpl
+    def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
+        link = run_dir.parent / "latest"
+        try:
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(run_dir.name)
+        except OSError:
+            pass  # a convenience only

@@ -1,0 +1,94 @@
+"""One run's state in `config.stash`: settings, inventory, selected nodes, profiles, run dir."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodegate.engine import LoopThread, RunResult
+from nodegate.errors import ConfigError
+from nodegate.inventory import Inventory, Node, load_inventory
+from nodegate.model import Verdict
+from nodegate.profiles import Profile, ProfileLibrary
+from nodegate.settings import Settings
+from nodegate.transport.base import Transport
+from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.registry import make_transport
+
+STATE = pytest.StashKey["RunState"]()
+WORKER_RUN_DIR = "nodegate_run_dir"  # xdist workerinput key: the controller's run directory
+
+
+@dataclass
+class RunState:
+    config: pytest.Config
+    settings: Settings
+    inventory: Inventory
+    nodes: list[Node]
+    profiles: dict[str, Profile]
+    run_dir: Path
+    run_id: str
+    is_worker: bool
+    started_at: str = ""
+    loop: LoopThread | None = None
+    transport: Transport | None = None
+    result: RunResult | None = None
+    selected: list[tuple[str, str]] = field(default_factory=list)
+    item_outcomes: dict[tuple[str, str], str] = field(default_factory=dict)
+    site_verdicts: list[Verdict] = field(default_factory=list)
+    ran: bool = False
+
+    def load_result(self) -> RunResult:
+        if self.result is None:
+            self.result = RunResult.read(self.run_dir)
+        return self.result
+
+    def open_transport(self) -> Transport:
+        """The run's transport (one factory: `nodegate.transport.registry.make_transport`)."""
+        evidence = EvidenceWriter(self.run_dir / "raw", self.settings.transport)
+        return make_transport(self.config.hook, self.settings, self.nodes, evidence)
+
+
+def build_state(config: pytest.Config, settings: Settings, workerinput: Any) -> RunState:
+    """Load the inventory, select nodes and resolve each one's profile; raises ConfigError."""
+    assert settings.inventory is not None
+    inventory = load_inventory(settings.inventory)
+    nodes = list(inventory.select(settings.nodes))
+    if not nodes:
+        raise ConfigError(f"{settings.inventory}: the node selection is empty")
+    lib = ProfileLibrary(settings.profile_search_path())
+    profiles: dict[str, Profile] = {}
+    for n in nodes:
+        name = settings.profile or n.profile
+        if not name:
+            raise ConfigError(
+                f"{settings.inventory}: node {n.name} has no profile (set one, or --profile)"
+            )
+        profiles[n.name] = lib.get(name)
+    if workerinput is not None:
+        run_dir = Path(workerinput[WORKER_RUN_DIR])
+        run_id = run_dir.name
+    else:
+        run_id = settings.run_id or (
+            dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+        )
+        run_dir = settings.reports_dir / run_id
+    return RunState(
+        config,
+        settings,
+        inventory,
+        nodes,
+        profiles,
+        run_dir.resolve(),
+        run_id,
+        workerinput is not None,
+    )
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

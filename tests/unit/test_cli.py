@@ -1,0 +1,138 @@
+"""The `nodegate` command line: run passes everything to pytest, capture uses the settings and
+the one transport factory (replay included), every option says what it is for."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nodegate import bundled, cli
+from nodegate.errors import ConfigError
+from nodegate.inventory import load_inventory
+from nodegate.settings import Settings
+from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.local import LocalTransport, ReplayTransport
+from nodegate.transport.registry import builtin_hook, make_transport
+from nodegate.transport.ssh import SSHTransport
+
+INVENTORY = """\
+version: 1
+defaults: {profile: generic-hgx-h100}
+nodes: {"n[1-2]": {}}
+"""
+REWRITE = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+
+
+@pytest.fixture
+def inv(tmp_path: Path) -> Path:
+    p = tmp_path / "inv.yaml"
+    p.write_text(INVENTORY)
+    return p
+
+
+def test_run_passes_every_argument_to_pytest(monkeypatch):
+    seen: list[list[str]] = []
+    monkeypatch.setattr(pytest, "main", lambda args: seen.append(args) or 5)
+    argv = ["--inventory", "x.yaml", "-m", "reach", "--nodes", "gpu[1-2]", "-k", "not x", "--"]
+    assert cli.main(["run", *argv]) == 5
+    assert seen == [[str(bundled.suites_dir()), *REWRITE, *argv]]
+
+
+def test_run_options_reach_the_plugin(inv, tmp_path):
+    bundle = tmp_path / "empty"
+    bundle.mkdir()
+    p = subprocess.run(
+        [sys.executable, "-m", "nodegate.cli", "run", "--inventory", str(inv), "-m", "reach"]
+        + ["--transport", "replay", "--replay", str(bundle), "--nodes", "n2"]
+        + ["--reports-dir", str(tmp_path / "reports"), "--run-id", "r", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert p.returncode == 1, p.stdout + p.stderr
+    doc = json.loads((tmp_path / "reports" / "r" / "admission.json").read_text())
+    assert (doc["transport"], list(doc["nodes"])) == ("replay", ["n2"])
+    assert doc["stages"] == ["reach"]
+
+
+def test_capture_replays_a_bundle_into_another(inv, tmp_path, capsys):
+    first, second = tmp_path / "first", tmp_path / "second"
+    common = ["capture", "--inventory", str(inv), "--stages", "reach"]
+    assert cli.main([*common, "--transport", "local", "--nodes", "n1", "--out", str(first)]) == 0
+    capsys.readouterr()
+    rc = cli.main([*common, "--transport", "replay", "--replay", str(first), "--out", str(second)])
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 1  # n2 is not in the first bundle
+    assert out == [
+        "n1 reach: ok 4 commands ",
+        f"n2 reach: error 0 commands no capture of stage 'reach' for n2 in {first}",
+        f"bundle: {second}  (replay: pytest suites --inventory {inv} "
+        f"--transport replay --replay {second})",
+    ]
+    a = json.loads((first / "n1" / "reach.json").read_text())
+    b = json.loads((second / "n1" / "reach.json").read_text())
+    assert (a["transport"], b["transport"]) == ("local", "replay")
+    assert b["commands"] == a["commands"]
+    assert json.loads((second / "n2" / "reach.json").read_text())["reach"] == "error"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--transport", "replay"],
+            "--transport replay needs --replay DIR (a capture bundle or a run's raw/)",
+        ),
+        (["--transport", "bogus"], "--transport: got 'bogus', expected one of local, replay, ssh"),
+        (["--fanout", "0"], "--fanout: got '0', expected a whole number >= 1"),
+        (
+            ["--connect-timeout", "-1"],
+            "--connect-timeout: got '-1', expected a number of seconds > 0",
+        ),
+        (
+            ["--stages", "reach,bogus"],
+            "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, hca, ib_pairs",
+        ),
+        (["--stages", "ib_pairs"], "stage ib_pairs is active; only passive stages can be captured"),
+    ],
+)
+def test_capture_usage_errors(inv, tmp_path, capsys, args, message):
+    out = tmp_path / "out"
+    assert cli.main(["capture", "--inventory", str(inv), "--out", str(out), *args]) == 4
+    assert capsys.readouterr().err == f"nodegate: {message}\n"
+    assert not out.exists()
+
+
+def test_every_subcommand_option_has_help():
+    parser = cli._parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [
+        f"{name} {a.dest}"
+        for name, p in sub.choices.items()
+        for a in p._actions
+        if not isinstance(a, argparse._HelpAction) and not a.help
+    ]
+    assert missing == []
+    assert sorted(sub.choices) == ["capture", "demo", "run", "sim"]
+
+
+def test_one_factory_builds_the_builtin_transports(inv, tmp_path):
+    hook, nodes = builtin_hook(), list(load_inventory(inv).nodes)
+    ev = EvidenceWriter(tmp_path / "raw", "x")
+    ssh = make_transport(hook, Settings(fanout=7, connect_timeout_s=2.0), nodes, ev)
+    assert isinstance(ssh, SSHTransport) and ssh.fanout == 7
+    assert [t.connect_timeout_s for t in ssh.targets.values()] == [2.0, 2.0]
+    local = make_transport(hook, Settings(transport="local", fanout=3), nodes, ev)
+    assert type(local) is LocalTransport and local.fanout == 3 and local.evidence is ev
+    replay = make_transport(hook, Settings(transport="replay", replay_dir=tmp_path), nodes, ev)
+    assert isinstance(replay, ReplayTransport) and replay.bundle == tmp_path
+    with pytest.raises(ConfigError) as exc:
+        make_transport(hook, Settings(transport="carrier-pigeon"), nodes, ev)
+    assert str(exc.value) == (
+        "--transport: got 'carrier-pigeon', expected one of local, replay, ssh"
+    )

@@ -1,0 +1,54 @@
+"""Stages read the run's options as typed fields (StageOptions), handed over by the engine."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from nodegate.engine import Engine
+from nodegate.inventory.model import FrozenMap, Node, SSHSettings
+from nodegate.model import Status, Verdict
+from nodegate.profiles import Profile
+from nodegate.settings import DEFAULT_FANOUT
+from nodegate.stages.base import CheckSpec, Stage, StageContext, StageOptions
+from nodegate.transport.base import Session, Transport
+
+
+class NoTransport(Transport):
+    async def _session(self, node: str, script_text: str, deadline_s: float) -> Session:
+        raise AssertionError("not used")
+
+
+class Seen(Stage):
+    name = "seen"
+    checks = (CheckSpec("seen.x", "test_seen", "x"),)
+
+    def __init__(self) -> None:
+        self.options: list[StageOptions] = []
+
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        self.options.append(ctx.options)
+        if ctx.options.log is not None:
+            ctx.options.log("planned")
+        return [Verdict("seen.x", n.name, Status.PASS) for n in ctx.nodes]
+
+
+def run(options: StageOptions | None, tmp_path: Path) -> Seen:
+    stage = Seen()
+    n1 = Node("n1", ("all",), FrozenMap({}), "p", SSHSettings())
+    eng = Engine(
+        [n1], {"n1": Profile("p", "p.yaml", {})}, NoTransport(), tmp_path, [stage], options
+    )
+    asyncio.run(eng.run([("seen.x", "n1")]))
+    return stage
+
+
+def test_engine_hands_the_options_to_each_stage(tmp_path: Path) -> None:
+    lines: list[str] = []
+    opts = StageOptions(fanout=3, log=lines.append)
+    assert run(opts, tmp_path).options == [opts]
+    assert lines == ["planned"]
+
+
+def test_default_options(tmp_path: Path) -> None:
+    assert run(None, tmp_path).options == [StageOptions(fanout=DEFAULT_FANOUT, log=None)]
