@@ -22,7 +22,8 @@ class Reach(str, enum.Enum):
     OK = "ok"
     UNREACHABLE = "unreachable"
     AUTH_FAILED = "auth_failed"
-    HOSTKEY_MISMATCH = "hostkey_mismatch"
+    HOSTKEY_UNKNOWN = "hostkey_unknown"  # not in known_hosts: verify and add, or accept-new
+    HOSTKEY_CHANGED = "hostkey_changed"  # known_hosts holds another key: re-image or attack
     TIMEOUT = "timeout"
     ERROR = "error"
 

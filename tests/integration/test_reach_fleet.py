@@ -78,7 +78,7 @@ def test_transport_faults_are_outcomes(sim_fleet):
             faults={
                 "gpu002": [{"hang": "uname"}],
                 "gpu003": ["auth_refused"],
-                "gpu004": ["hostkey_mismatch"],
+                "gpu004": ["hostkey_changed"],
                 "gpu005": [{"garbage": "cat"}],
                 "gpu006": [{"slow": "1"}],
             },
@@ -98,7 +98,7 @@ def test_transport_faults_are_outcomes(sim_fleet):
     ssh = {r["check"]: r for r in rej["gpu003"]}["reach.ssh"]
     assert ssh["observed"] == "auth_failed"
     ssh = {r["check"]: r for r in rej["gpu004"]}["reach.ssh"]
-    assert ssh["observed"] == "hostkey_mismatch"
+    assert ssh["observed"] == "hostkey_changed"
     garbage = {r["check"]: r for r in rej["gpu005"]}
     assert garbage["reach.os.release"]["status"] == "error"
     assert "unrecognized output" in garbage["reach.os.release"]["message"]

@@ -420,3 +420,28 @@ def test_agrees_with_ssh_dash_g(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
             else None,
         }
         assert ours == got, f"{name}: {alias}"
+
+
+def test_host_key_options(tmp_path: Path) -> None:
+    cfg = load(
+        tmp_path,
+        "Host a\n  HostKeyAlias node-a\n  CheckHostIP yes\n  HashKnownHosts yes\n"
+        "Host b\n  CheckHostIP no\nHost *\n  HashKnownHosts no\n",
+    )
+    a, b = cfg.resolve("a"), cfg.resolve("b")
+    assert (a.host_key_alias, a.check_host_ip, a.hash_known_hosts) == ("node-a", True, True)
+    assert (b.host_key_alias, b.check_host_ip, b.hash_known_hosts) == (None, False, False)
+    assert cfg.resolve("c").check_host_ip is None  # unset: OpenSSH's default (no) applies
+
+
+@pytest.mark.parametrize(
+    ("text", "msg"),
+    [
+        ("Host a\n  CheckHostIP maybe\n", ":2: bad CheckHostIP 'maybe' (expected yes or no)"),
+        ("Host a\n  HashKnownHosts 2\n", ":2: bad HashKnownHosts '2' (expected yes or no)"),
+    ],
+)
+def test_host_key_option_errors(tmp_path: Path, text: str, msg: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load(tmp_path, text)
+    assert str(exc.value).endswith(msg)

@@ -27,8 +27,10 @@ from nodegate.inventory.sshtokens import (
 
 _MAX_INCLUDE_DEPTH = 16  # OpenSSH's READCONF_MAX_DEPTH
 _ONE_ARG = frozenset(
-    {"hostname", "user", "port", "identityfile", "proxyjump", "connecttimeout", "hostkeyalias"}
-)
+    {"hostname", "user", "port", "identityfile", "proxyjump", "connecttimeout", "hostkeyalias",
+     "checkhostip", "hashknownhosts"}
+)  # fmt: skip
+_YES_NO = {"yes": True, "true": True, "no": False, "false": False}
 _STRICT = {
     "yes": "yes", "true": "yes", "no": "no", "false": "no", "off": "no",
     "ask": "ask", "accept-new": "accept-new",
@@ -51,6 +53,9 @@ class ResolvedHost:
     user_known_hosts_files: tuple[str, ...]
     strict_host_key_checking: str | None  # "yes" | "no" | "ask" | "accept-new"
     connect_timeout_s: float | None
+    host_key_alias: str | None = None  # known_hosts name instead of the host name (and port)
+    check_host_ip: bool | None = None  # OpenSSH default no (since 8.5)
+    hash_known_hosts: bool | None = None  # write learned names hashed (`|1|salt|hash`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +124,15 @@ def _check_option(key: str, args: tuple[str, ...], where: str) -> None:
         raise ConfigError(f"{where}: bad ConnectTimeout {value!r} (expected seconds, e.g. 10)")
     if key == "stricthostkeychecking" and value.lower() not in _STRICT:
         raise ConfigError(f"{where}: bad StrictHostKeyChecking {value!r}")
+    if key in ("checkhostip", "hashknownhosts") and value.lower() not in _YES_NO:
+        name = {"checkhostip": "CheckHostIP", "hashknownhosts": "HashKnownHosts"}[key]
+        raise ConfigError(f"{where}: bad {name} {value!r} (expected yes or no)")
     if key == "proxyjump" and "%" not in value and (problem := check_proxy_jump(value)):
         raise ConfigError(f"{where}: bad ProxyJump: {problem}")
+
+
+def _yes_no(opt: _Option | None) -> bool | None:
+    return None if opt is None else _YES_NO[opt.args[0].lower()]
 
 
 def _port(value: str) -> int | None:
@@ -314,7 +326,9 @@ class SSHConfig:
         jump_opt = first.get("proxyjump")
         jump = jump_opt.args[0] if jump_opt and jump_opt.args[0].lower() != "none" else None
         local = local_user()
-        key_alias = first["hostkeyalias"].args[0] if "hostkeyalias" in first else alias
+        alias_opt = first.get("hostkeyalias")
+        host_key_alias = alias_opt.args[0] if alias_opt else None
+        key_alias = host_key_alias or alias
         tokens = {
             "h": hostname, "n": alias, "p": str(port or 22), "r": user or local, "u": local,
             "d": os.path.expanduser("~"), "i": str(os.getuid()), "l": socket.gethostname(),
@@ -344,6 +358,9 @@ class SSHConfig:
             else (),
             strict_host_key_checking=_STRICT[strict.args[0].lower()] if strict else None,
             connect_timeout_s=float(timeout) if timeout else None,  # 0 = no timeout
+            host_key_alias=host_key_alias,
+            check_host_ip=_yes_no(first.get("checkhostip")),
+            hash_known_hosts=_yes_no(first.get("hashknownhosts")),
         )
 
     @staticmethod

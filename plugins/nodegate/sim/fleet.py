@@ -182,10 +182,11 @@ class Fleet:
 
         kh_lines, cfg_lines = [], []
         for n in model.nodes:
-            hk = imposter if n.fault("hostkey_mismatch") else host_keys.get(n.name, imposter)
+            hk = imposter if n.fault("hostkey_changed") else host_keys.get(n.name, imposter)
             host = n.address if port == 22 else f"[{n.address}]:{port}"
             names = n.name if port == 22 else f"[{n.name}]:{port}"
-            kh_lines.append(f"{names},{host} {hk}")
+            if not n.fault("hostkey_unknown"):
+                kh_lines.append(f"{names},{host} {hk}")
             cfg_lines += [
                 f"Host {n.name}",
                 f"  HostName {n.address}",

@@ -19,7 +19,8 @@ from nodegate.inventory.yamlio import load_yaml
 TRANSPORT_FAULTS = {
     "unreachable": "no sshd listens on the node's address (connection refused)",
     "auth_refused": "sshd refuses the client key for this node",
-    "hostkey_mismatch": "known_hosts holds a different host key for this node (re-imaged node)",
+    "hostkey_changed": "known_hosts holds a different host key for this node (re-imaged node)",
+    "hostkey_unknown": "known_hosts has no entry for this node (never seen)",
     "slow": "every session waits ARG seconds before it runs anything",
     "hang": "tool ARG never returns (killed at its deadline)",
     "garbage": "tool ARG prints garbage and exits 0",

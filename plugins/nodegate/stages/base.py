@@ -189,6 +189,24 @@ def _first_line(text: str) -> str:
     return "(no stderr)"
 
 
+# What the operator does about a node whose session never ran, by how it failed.
+REMEDIATION = {
+    Reach.UNREACHABLE: "check the node's power, network and sshd; then requalify",
+    Reach.TIMEOUT: "check the node's power, network and sshd; then requalify",
+    Reach.AUTH_FAILED: "check the SSH user and key the inventory gives for the node",
+    Reach.HOSTKEY_UNKNOWN: (
+        "verify the node's host key out of band and add it to known_hosts "
+        "(or run once with --accept-new-hostkeys)"
+    ),
+    Reach.HOSTKEY_CHANGED: (
+        "find out why the node's host key changed (re-imaged, or someone in the path); "
+        "verify the new key, then replace its known_hosts entry (ssh-keygen -R)"
+    ),
+    Reach.ERROR: "read the reason; fix the inventory or ssh_config entry for the node",
+    Reach.OK: "check the node's power, network and sshd; then requalify",
+}
+
+
 def unreachable_verdicts(
     stage: Stage, outcome: NodeOutcome, *, first_check_fails: bool
 ) -> list[Verdict]:
@@ -207,9 +225,7 @@ def unreachable_verdicts(
                 observed=outcome.reach.value,
                 expected=Reach.OK.value if fail else None,
                 message=why if fail else f"not judged: node session failed ({why})",
-                remediation="check the node's power, network and sshd; then requalify"
-                if fail
-                else None,
+                remediation=REMEDIATION[outcome.reach] if fail else None,
             )
         )
     return out

@@ -9,8 +9,12 @@ whole run, so later stages (and `node.run()` in site checks) reuse them.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import getpass
+import hashlib
+import hmac
+import ipaddress
 import os
 import time
 from collections.abc import Sequence
@@ -52,10 +56,18 @@ class Target:
     known_hosts: tuple[str, ...]
     proxy_jump: Target | None
     connect_timeout_s: float
+    host_key_alias: str | None = None
+    check_host_ip: bool = False
+    hash_known_hosts: bool = False
+
+    @property
+    def where(self) -> str:
+        return f"{self.user}@{self.hostname}:{self.port}"
 
 
 class _Client(asyncssh.SSHClient):
-    """Host-key policy hook: accept-new trusts hosts with no known_hosts entry at all."""
+    """Host-key policy hook, called for a key known_hosts does not trust: a host with no entry
+    is `unknown` (accept-new trusts it), one with another key is `changed` (never accepted)."""
 
     def __init__(self, transport: SSHTransport, target: Target) -> None:
         self._t = transport
@@ -64,10 +76,13 @@ class _Client(asyncssh.SSHClient):
     def validate_host_public_key(
         self, host: str, addr: str, port: int, key: asyncssh.SSHKey
     ) -> bool:
-        if not self._t.accept_new_hostkeys:
+        changed = self._t.known_entries(self._target, addr)
+        self._t.hostkey_problem[self._target.node] = (
+            Reach.HOSTKEY_CHANGED if changed else Reach.HOSTKEY_UNKNOWN
+        )
+        if changed or not self._t.accept_new_hostkeys:
             return False
-        if self._t.known_entries(self._target, addr):
-            return False  # known host with a different key: a mismatch is never accepted
+        del self._t.hostkey_problem[self._target.node]
         self._t.learn_hostkey(self._target, key)
         return True
 
@@ -95,6 +110,8 @@ class SSHTransport(Transport):
         self._jumps: dict[str, asyncio.Task[asyncssh.SSHClientConnection]] = {}
         self._keys: dict[tuple[str, ...], list[asyncssh.SSHKey]] = {}
         self._known: dict[tuple[str, ...], asyncssh.SSHKnownHosts] = {}
+        # node (or jump target) -> why its host key was refused, for classify()
+        self.hostkey_problem: dict[str, Reach] = {}
         self.connections_opened = 0
 
     # -- host keys -------------------------------------------------------------------------
@@ -106,15 +123,30 @@ class SSHTransport(Transport):
             self._known[target.known_hosts] = kh
         return kh
 
+    def trusted_keys(self, target: Target, addr: str) -> Any:
+        """known_hosts entries for the target, looked up as OpenSSH does: under HostKeyAlias
+        when set (no port), else the host name (`[host]:port` off port 22, then without the
+        port); the IP address only with CheckHostIP, which OpenSSH also skips for loopback."""
+        if target.host_key_alias:
+            name, port = target.host_key_alias, None
+        else:
+            name, port = target.hostname, target.port
+        ip = addr if target.check_host_ip and not _is_loopback(addr) and addr != name else ""
+        return self._known_hosts(target).match(name, ip, port)
+
     def known_entries(self, target: Target, addr: str) -> bool:
-        trusted, ca, revoked, *_ = self._known_hosts(target).match(
-            target.hostname, addr, target.port
-        )
+        trusted, ca, revoked, *_ = self.trusted_keys(target, addr)
         return bool(trusted or ca or revoked)
 
     def learn_hostkey(self, target: Target, key: asyncssh.SSHKey) -> None:
-        """accept-new: remember the key for this run and append it to known_hosts."""
-        host = target.hostname if target.port == 22 else f"[{target.hostname}]:{target.port}"
+        """accept-new: remember the key for this run and append it to known_hosts (under the
+        HostKeyAlias when set, hashed when HashKnownHosts says so)."""
+        if target.host_key_alias:
+            host = target.host_key_alias
+        else:
+            host = target.hostname if target.port == 22 else f"[{target.hostname}]:{target.port}"
+        if target.hash_known_hosts:
+            host = _hashed_host(host)
         line = f"{host} {key.export_public_key().decode().strip()}\n"
         path = target.known_hosts[0] if target.known_hosts else None
         if path:
@@ -142,7 +174,7 @@ class SSHTransport(Transport):
     # -- connections -----------------------------------------------------------------------
     async def _jump(self, jt: Target) -> asyncssh.SSHClientConnection:
         """One shared connection per jump host; node sessions tunnel through it."""
-        key = f"{jt.user}@{jt.hostname}:{jt.port}"
+        key = jt.where
         task = self._jumps.get(key)
         if task is None:
 
@@ -164,7 +196,7 @@ class SSHTransport(Transport):
             tunnel=tunnel if tunnel is not None else (),
             username=target.user,
             client_keys=self._client_keys(target),
-            known_hosts=self._known_hosts(target),
+            known_hosts=lambda _host, addr, _port: self.trusted_keys(target, addr),
             config=[],
             connect_timeout=target.connect_timeout_s,
             login_timeout=target.connect_timeout_s,
@@ -192,13 +224,21 @@ class SSHTransport(Transport):
             if node in self._conns:
                 return self._conns[node], Reach.OK, "", 0
             target = self.targets[node]
+            tunnel = None
+            if target.proxy_jump is not None:
+                try:
+                    tunnel = await self._jump(target.proxy_jump)
+                except Exception as exc:  # noqa: BLE001 - one reason for every node behind it
+                    reach, why = self.classify(exc, self._failed_hop(target.proxy_jump))
+                    why = f"unreachable via jump host {target.proxy_jump.where}: {why}"
+                    self._failed[node] = (Reach.UNREACHABLE, why)
+                    return None, Reach.UNREACHABLE, why, 0
             try:
-                tunnel = await self._jump(target.proxy_jump) if target.proxy_jump else None
                 conn = await asyncio.wait_for(
                     self._open(target, tunnel), target.connect_timeout_s * 2 + 1
                 )
             except Exception as exc:  # noqa: BLE001 - classified into an outcome below
-                reach, why = classify(exc, target)
+                reach, why = self.classify(exc, target)
                 self._failed[node] = (reach, why)
                 return None, reach, why, 1
             self._conns[node] = conn
@@ -215,7 +255,7 @@ class SSHTransport(Transport):
                 max(deadline - time.monotonic(), 0.1),
             )
         except Exception as exc:  # noqa: BLE001
-            r, w = classify(exc, self.targets[node])
+            r, w = self.classify(exc, self.targets[node])
             return Session(r, detail=f"could not open a session: {w}", connects=opened)
         proc.stdin.write(script_text.encode())
         proc.stdin.write_eof()
@@ -242,9 +282,23 @@ class SSHTransport(Transport):
                 self.targets[node].connect_timeout_s,
             )
         except Exception as exc:  # noqa: BLE001
-            r, w = classify(exc, self.targets[node])
+            r, w = self.classify(exc, self.targets[node])
             raise SpawnError(node, r.value, f"could not open a session: {w}") from None
         return p
+
+    def _failed_hop(self, jump: Target) -> Target:
+        """The first hop of a jump chain that did not connect (the innermost one that did not)."""
+        hop = jump
+        while hop.proxy_jump is not None and not self._hop_ok(hop.proxy_jump):
+            hop = hop.proxy_jump
+        return hop
+
+    def _hop_ok(self, hop: Target) -> bool:
+        task = self._jumps.get(hop.where)
+        return task is not None and task.done() and task.exception() is None
+
+    def classify(self, exc: BaseException, target: Target) -> tuple[Reach, str]:
+        return classify(exc, target, self.hostkey_problem.get(target.node))
 
     async def close(self) -> None:
         conns = list(self._conns.values())
@@ -292,11 +346,22 @@ class SSHProcess(RemoteProcess):
         self.proc.close()
 
 
-def classify(exc: BaseException, target: Target) -> tuple[Reach, str]:
+def classify(exc: BaseException, target: Target, hostkey: Reach | None = None) -> tuple[Reach, str]:
     """Turn a connect/session exception into a Reach outcome and a one-line reason."""
-    where = f"{target.user}@{target.hostname}:{target.port}"
+    where = target.where
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
-        return Reach.HOSTKEY_MISMATCH, f"host key of {where} not verified: {exc}"
+        name = target.host_key_alias or target.hostname
+        files = ", ".join(target.known_hosts) or "known_hosts"
+        if hostkey is Reach.HOSTKEY_CHANGED:
+            return hostkey, (
+                f"host key of {where} differs from the one in {files} for {name}: re-imaged "
+                "node or an attack; verify it, then replace the entry (ssh-keygen -R); no "
+                "option accepts a changed key"
+            )
+        return Reach.HOSTKEY_UNKNOWN, (
+            f"host key of {where} is not in {files} (as {name}): verify it and add it, or "
+            "run with --accept-new-hostkeys"
+        )
     if isinstance(exc, asyncssh.PermissionDenied):
         return Reach.AUTH_FAILED, f"authentication refused by {where}"
     if isinstance(exc, asyncio.TimeoutError):
@@ -351,6 +416,7 @@ def resolve_targets(nodes: Sequence[Node], connect_timeout_s: float | None) -> d
                 r.user_known_hosts_files,
                 r.connect_timeout_s,
             )
+            keys = (r.host_key_alias, bool(r.check_host_ip), bool(r.hash_known_hosts))
         else:
             hostname, c_user, c_port, c_ids, c_jump, c_kh, c_ct = (
                 alias,
@@ -361,6 +427,7 @@ def resolve_targets(nodes: Sequence[Node], connect_timeout_s: float | None) -> d
                 (),
                 None,
             )
+            keys = (None, False, False)
         jump_spec = jump or c_jump
         if jump_spec and jump_spec.lower() == "none":
             jump_spec = None
@@ -375,6 +442,9 @@ def resolve_targets(nodes: Sequence[Node], connect_timeout_s: float | None) -> d
             else (tuple(c_kh) or (os.path.expanduser("~/.ssh/known_hosts"),)),
             proxy_jump=None,
             connect_timeout_s=connect_timeout_s or timeout or c_ct or DEFAULT_CONNECT_TIMEOUT_S,
+            host_key_alias=keys[0],
+            check_host_ip=keys[1],
+            hash_known_hosts=keys[2],
         )
         if jump_spec:
             if depth >= 4:
@@ -417,3 +487,17 @@ def resolve_targets(nodes: Sequence[Node], connect_timeout_s: float | None) -> d
             s.connect_timeout_s,
         )
     return out
+
+
+def _is_loopback(addr: str) -> bool:
+    try:
+        return ipaddress.ip_address(addr.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _hashed_host(name: str) -> str:
+    """OpenSSH's HashKnownHosts form: `|1|base64(salt)|base64(HMAC-SHA1(salt, name))`."""
+    salt = os.urandom(20)
+    digest = hmac.new(salt, name.encode(), hashlib.sha1).digest()
+    return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
