@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -30,18 +31,56 @@ def _cmp(a: str, b: str) -> int:
     return (ka > kb) - (ka < kb)
 
 
+@dataclass(frozen=True, slots=True)
+class VersionRule:
+    """A profile's rule for one installed version: `allowed` globs (empty: any), numeric
+    `min`/`max` bounds (a shorter bound pads with zeros: 23.10 == 23.10.0), and whether the
+    part is `required` (absent then fails; absent and not required passes).
+
+    >>> VersionRule.of({"required": True, "min": "535.104.05"}).holds("535.161.08")
+    True
+    """
+
+    required: bool = True
+    allowed: tuple[str, ...] = ()
+    min: str | None = None
+    max: str | None = None
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> VersionRule:
+        """From a validated profile mapping `{required: true, allowed: [globs], min: v, max: v}`;
+        `required` defaults to true (fail closed)."""
+        lo, hi = doc.get("min"), doc.get("max")
+        return cls(
+            required=bool(doc.get("required", True)),
+            allowed=tuple(str(a) for a in doc.get("allowed") or ()),
+            min=None if lo is None else str(lo),
+            max=None if hi is None else str(hi),
+        )
+
+    def holds(self, observed: str | None) -> bool:
+        """True when `observed` matches a glob (if any) and lies within the bounds."""
+        if observed is None:
+            return False
+        if self.allowed and not any(fnmatch.fnmatchcase(observed, a) for a in self.allowed):
+            return False
+        if self.min is not None and _cmp(observed, self.min) < 0:
+            return False
+        return self.max is None or _cmp(observed, self.max) <= 0
+
+    def expected(self) -> str:
+        """`one of 5.15.0-*-generic and >= 5.15.0-88`; `any` when the rule constrains nothing."""
+        parts: list[str] = []
+        if self.allowed:
+            parts.append("one of " + ", ".join(self.allowed))
+        if self.min is not None:
+            parts.append(f">= {self.min}")
+        if self.max is not None:
+            parts.append(f"<= {self.max}")
+        return " and ".join(parts) if parts else "any"
+
+
 def check_version(observed: str, rule: Mapping[str, Any]) -> tuple[bool, str]:
     """(ok, expectation text) of `observed` against {allowed: [globs], min: v, max: v}."""
-    parts: list[str] = []
-    ok = True
-    allowed = rule.get("allowed")
-    if allowed:
-        parts.append("one of " + ", ".join(str(a) for a in allowed))
-        ok &= any(fnmatch.fnmatchcase(observed, str(a)) for a in allowed)
-    if rule.get("min") is not None:
-        parts.append(f">= {rule['min']}")
-        ok &= _cmp(observed, str(rule["min"])) >= 0
-    if rule.get("max") is not None:
-        parts.append(f"<= {rule['max']}")
-        ok &= _cmp(observed, str(rule["max"])) <= 0
-    return ok, " and ".join(parts) if parts else "any"
+    typed = VersionRule.of(rule)
+    return typed.holds(observed), typed.expected()

@@ -1,0 +1,274 @@
+"""The `reach` stage's checks: session, OS release, three versions against the profile and the
+same three against the fleet majority of the node's profile."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from nodegate.checks import Check, CheckTable
+from nodegate.majority import Majority
+from nodegate.model import Verdict
+from nodegate.stages.reach.facts import ReachFacts, VersionFact
+from nodegate.stages.reach.profile import ReachProfile
+from nodegate.verdicts import error, judged
+from nodegate.versions import VersionRule
+
+NodeCheck = Callable[[ReachFacts, ReachProfile], list[Verdict]]
+FleetCheck = Callable[[Mapping[str, ReachFacts], Mapping[str, ReachProfile]], list[Verdict]]
+
+
+@dataclass(frozen=True, slots=True)
+class VersionedPart:
+    """A part judged by version twice: against its profile rule and against the fleet."""
+
+    key: str  # its name in the profile's `uniform` list
+    component: str  # what verdicts name: "kernel", "nvidia driver", "OFED"
+    fact: Callable[[ReachFacts], VersionFact]
+    rule: Callable[[ReachProfile], VersionRule]
+
+
+KERNEL = VersionedPart("kernel", "kernel", lambda f: f.kernel, lambda p: p.kernel)
+DRIVER = VersionedPart(
+    "nvidia_driver", "nvidia driver", lambda f: f.nvidia_driver, lambda p: p.nvidia_driver
+)
+OFED = VersionedPart("ofed", "OFED", lambda f: f.ofed, lambda p: p.ofed)
+
+
+def ssh_session(facts: ReachFacts, prof: ReachProfile) -> list[Verdict]:
+    """reach.ssh: the session ran every command, or was cut short."""
+    ran, total = facts.commands_ran, facts.commands_total
+    cut_short = bool(facts.session_detail) and ran < total
+    return [
+        judged(
+            "reach.ssh",
+            facts.node,
+            not cut_short,
+            "ssh",
+            f"{ran}/{total} commands" if cut_short else "ok",
+            "every command reports" if cut_short else "ok",
+            facts.session_detail if cut_short else f"session ran {ran} of {total} commands",
+            remediation="node session cut short; check node load and sshd",
+        )
+    ]
+
+
+def os_release(facts: ReachFacts, prof: ReachProfile) -> list[Verdict]:
+    """reach.os.release: ID and VERSION_ID are among the profile's."""
+    check, node, osf = "reach.os.release", facts.node, facts.os
+    want = f"ID in {list(prof.os_id.value)}, VERSION_ID in {list(prof.os_version_id.value)}"
+    if osf.release is None:
+        return [error(check, node, "os", osf.why or "", expected=want, evidence=osf.evidence)]
+    rel = osf.release
+    got = f"{rel.id} {rel.version_id}"
+    ok = prof.os_id.holds(rel.id) and prof.os_version_id.holds(rel.version_id)
+    return [
+        judged(
+            check,
+            node,
+            ok,
+            "os",
+            got,
+            want,
+            rel.pretty_name or got,
+            remediation="reimage the node with a qualified OS release",
+            evidence=osf.evidence,
+        )
+    ]
+
+
+def _unversioned(
+    check: str, node: str, part: VersionedPart, v: VersionFact, rule: VersionRule
+) -> Verdict:
+    """No version read: not installed (required or not), or the command failed."""
+    comp, why = part.component, v.why or "no value"
+    if not v.absent:
+        return error(check, node, comp, why, expected=rule.expected(), evidence=v.evidence)
+    if rule.required:
+        return judged(
+            check,
+            node,
+            False,
+            comp,
+            "not installed",
+            rule.expected(),
+            f"{comp} not installed ({why.removeprefix('absent: ')})",
+            remediation=f"install the qualified {comp}",
+            evidence=v.evidence,
+        )
+    return judged(
+        check,
+        node,
+        True,
+        comp,
+        "not installed",
+        "optional",
+        "not installed; profile does not require it",
+        evidence=v.evidence,
+    )
+
+
+def version_check(check: str, part: VersionedPart) -> NodeCheck:
+    """`reach.<part>.version`: the installed version is allowed by the profile's rule."""
+
+    def judge(facts: ReachFacts, prof: ReachProfile) -> list[Verdict]:
+        v, rule, comp = part.fact(facts), part.rule(prof), part.component
+        if v.value is None:
+            return [_unversioned(check, facts.node, part, v, rule)]
+        ok, want = rule.holds(v.value), rule.expected()
+        return [
+            judged(
+                check,
+                facts.node,
+                ok,
+                comp,
+                v.value,
+                want,
+                f"{comp} {v.value}" + ("" if ok else f", expected {want}"),
+                remediation=f"install a qualified {comp} ({want})",
+                evidence=v.evidence,
+            )
+        ]
+
+    judge.__name__ = judge.__qualname__ = check.replace(".", "_")
+    return judge
+
+
+def _against_majority(
+    check: str, node: str, part: VersionedPart, v: VersionFact, m: Majority
+) -> Verdict:
+    """One node's version against the majority of its profile's nodes."""
+    comp, value = part.component, v.value
+    if m.tie:
+        return judged(
+            check,
+            node,
+            False,
+            comp,
+            value,
+            "fleet majority",
+            f"no {comp} majority in the fleet: {m.histogram()}",
+            remediation=f"align {comp} across the fleet",
+            evidence=v.evidence,
+        )
+    top, n_top, total = m.top, m.top_count, m.total
+    ok = m.agrees(value)
+    return judged(
+        check,
+        node,
+        ok,
+        comp,
+        value,
+        top,
+        f"{comp} {value} = fleet majority ({n_top}/{total})"
+        if ok
+        else f"{comp} {value} differs from fleet {top} ({n_top}/{total} nodes)",
+        remediation=f"align {comp} with the fleet ({top})",
+        evidence=v.evidence,
+    )
+
+
+def uniform_check(check: str, part: VersionedPart) -> FleetCheck:
+    """`reach.<part>.uniform`: the version equals the majority among reachable nodes of the
+    same profile that reported one (a tie fails every node in it)."""
+
+    def judge(
+        facts: Mapping[str, ReachFacts], profiles: Mapping[str, ReachProfile]
+    ) -> list[Verdict]:
+        by_profile: dict[str, list[str | None]] = {}
+        for node, f in facts.items():
+            by_profile.setdefault(profiles[node].name, []).append(part.fact(f).value)
+        majority = {name: Majority.of(values) for name, values in by_profile.items()}
+        out: list[Verdict] = []
+        for node, f in facts.items():
+            prof, v, comp = profiles[node], part.fact(f), part.component
+            if part.key not in prof.uniform:
+                out.append(
+                    judged(
+                        check,
+                        node,
+                        True,
+                        comp,
+                        v.value,
+                        "not required",
+                        f"profile {prof.name} does not require a uniform {comp}",
+                        evidence=v.evidence,
+                    )
+                )
+            elif v.value is None:
+                why = f"no {comp} value to compare: {v.why or 'missing'}"
+                out.append(
+                    error(check, node, comp, why, expected="fleet majority", evidence=v.evidence)
+                )
+            else:
+                out.append(_against_majority(check, node, part, v, majority[prof.name]))
+        return out
+
+    judge.__name__ = judge.__qualname__ = check.replace(".", "_")
+    return judge
+
+
+CHECKS: CheckTable[ReachFacts, ReachProfile] = CheckTable(
+    "reach",
+    [
+        Check(
+            "reach.ssh",
+            "an SSH session opens and runs every command of the stage.",
+            ssh_session,
+            "ssh session",
+            "test_ssh_reachable",
+        ),
+        Check(
+            "reach.os.release",
+            "/etc/os-release ID and VERSION_ID are in the profile.",
+            os_release,
+            "OS",
+            "test_os_release",
+        ),
+        Check(
+            "reach.kernel.version",
+            "`uname -r` is allowed by the profile.",
+            version_check("reach.kernel.version", KERNEL),
+            "kernel",
+            "test_kernel_version",
+        ),
+        Check(
+            "reach.kernel.uniform",
+            "the kernel equals the fleet majority (same profile).",
+            uniform_check("reach.kernel.uniform", KERNEL),
+            "kernel",
+            "test_kernel_uniform",
+            "fleet",
+        ),
+        Check(
+            "reach.driver.version",
+            "the NVIDIA kernel module version is allowed by the profile.",
+            version_check("reach.driver.version", DRIVER),
+            "nvidia driver",
+            "test_driver_version",
+        ),
+        Check(
+            "reach.driver.uniform",
+            "the driver equals the fleet majority (same profile).",
+            uniform_check("reach.driver.uniform", DRIVER),
+            "nvidia driver",
+            "test_driver_uniform",
+            "fleet",
+        ),
+        Check(
+            "reach.ofed.version",
+            "`ofed_info -s` is allowed by the profile.",
+            version_check("reach.ofed.version", OFED),
+            "OFED",
+            "test_ofed_version",
+        ),
+        Check(
+            "reach.ofed.uniform",
+            "OFED equals the fleet majority (same profile).",
+            uniform_check("reach.ofed.uniform", OFED),
+            "OFED",
+            "test_ofed_uniform",
+            "fleet",
+        ),
+    ],
+)

@@ -1,0 +1,38 @@
+"""The `reach` section of a profile, typed once: OS release, version rules, uniformity."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nodegate.thresholds import Threshold
+from nodegate.versions import VersionRule
+
+
+@dataclass(frozen=True, slots=True)
+class ReachProfile:
+    """What a good node of one profile runs. `name` is the profile's: uniformity is judged among
+    the nodes of one profile."""
+
+    name: str
+    os_id: Threshold  # one_of /etc/os-release ID values
+    os_version_id: Threshold  # one_of VERSION_ID values
+    kernel: VersionRule
+    nvidia_driver: VersionRule
+    ofed: VersionRule
+    uniform: frozenset[str]  # parts every node of the profile must share: "kernel", "ofed", ...
+
+    @classmethod
+    def of(cls, section: Mapping[str, Any], name: str) -> ReachProfile:
+        """From the schema-validated `reach` section of profile `name`."""
+        os_rel = section["os"]
+        return cls(
+            name=name,
+            os_id=Threshold.from_profile(os_rel["id"], "reach.os.id"),
+            os_version_id=Threshold.from_profile(os_rel["version_id"], "reach.os.version_id"),
+            kernel=VersionRule.of(section["kernel"]),
+            nvidia_driver=VersionRule.of(section["nvidia_driver"]),
+            ofed=VersionRule.of(section["ofed"]),
+            uniform=frozenset(section["uniform"]),
+        )

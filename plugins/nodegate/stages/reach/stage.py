@@ -1,0 +1,51 @@
+"""The `reach` stage: four reads per node in one session, judged by the reach check table."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from nodegate.inventory import Node
+from nodegate.model import CommandSpec, NodeOutcome, Verdict
+from nodegate.profiles import Profile
+from nodegate.stages.base import PassiveStage, unreachable_verdicts
+from nodegate.stages.reach.checks import CHECKS
+from nodegate.stages.reach.facts import (
+    KERNEL,
+    NVIDIA_DRIVER,
+    OFED,
+    OS_RELEASE,
+    ReachFacts,
+    reach_facts,
+)
+from nodegate.stages.reach.profile import ReachProfile
+
+CMD_TIMEOUT_S = 10.0
+
+# The same for every node (the simulated fleet answers these exact lines).
+COMMANDS = (
+    CommandSpec(OS_RELEASE, "cat /etc/os-release", CMD_TIMEOUT_S),
+    CommandSpec(KERNEL, "uname -r", CMD_TIMEOUT_S),
+    CommandSpec(NVIDIA_DRIVER, "cat /proc/driver/nvidia/version", CMD_TIMEOUT_S),
+    CommandSpec(OFED, "ofed_info -s", CMD_TIMEOUT_S),
+)
+
+
+class ReachStage(PassiveStage[ReachFacts, ReachProfile]):
+    name = "reach"
+    checks = CHECKS
+
+    def commands(self, node: Node, profile: Profile) -> list[CommandSpec]:
+        return list(COMMANDS)
+
+    def profile_of(self, profile: Profile) -> ReachProfile:
+        return profile.typed(self.name, partial(ReachProfile.of, name=profile.name))
+
+    def facts(self, outcome: NodeOutcome, profile: ReachProfile) -> ReachFacts:
+        return reach_facts(outcome, commands_total=len(COMMANDS))
+
+    def unreachable(self, outcome: NodeOutcome) -> list[Verdict]:
+        """An unreachable node fails reach.ssh itself; the other reach checks are ERROR."""
+        return unreachable_verdicts(self, outcome, first_check_fails=True)
+
+
+STAGE = ReachStage()
