@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
-from nodegate.profiles import Profile, load_profile_file
+from nodegate.profiles import load_profile_file
 from nodegate.sim.model import Fault, SimNode
 from nodegate.sim.tools.hca import (
     _mlxlink_template,
@@ -16,8 +16,9 @@ from nodegate.sim.tools.hca import (
     topo_matrix,
 )
 from nodegate.sim.tools.reach import nvidia_version
-from nodegate.stages.hca import STAGE, firmware_uniform, gather, judge_node
-from nodegate.stages.hca_facts import (
+from nodegate.stages.hca import STAGE
+from nodegate.stages.hca.checks import CHECKS, firmware_uniform
+from nodegate.stages.hca.commands import (
     DRIVER,
     KERNEL,
     PEERMEM,
@@ -27,6 +28,8 @@ from nodegate.stages.hca_facts import (
     TOPO,
     mlxlink_id,
 )
+from nodegate.stages.hca.facts import gather
+from nodegate.stages.hca.profile import HcaProfile, hca_profile
 
 from tests.integration.conftest import REPO
 
@@ -60,7 +63,8 @@ def outcome(
 
 
 def judge(out: NodeOutcome, sec: Any = SEC) -> list[Verdict]:
-    return judge_node(gather(out), sec)
+    """Every node-scope check of the table on one node, against a (maybe edited) hca section."""
+    return CHECKS.judge_node(out.node, gather(out), HcaProfile.of(sec, PROFILE.name))
 
 
 def failing(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
@@ -195,7 +199,8 @@ def test_frontend_count_and_wrong_model() -> None:
     bad = failing(judge(out))
     assert len(bad["hca.model"]) == 8
     assert bad["hca.model"][0].observed == "pci 15b3:101b, PSID MT_0000000838"
-    sec = {**SEC, "roles": {**SEC["roles"], "frontend": {**SEC["roles"]["frontend"], "count": 2}}}
+    two = {"equal": 2, "unit": "HCAs"}
+    sec = {**SEC, "roles": {**SEC["roles"], "frontend": {**SEC["roles"]["frontend"], "count": two}}}
     (count,) = failing(judge(outcome(), sec))["hca.count"]
     assert (count.component, count.observed, count.expected) == ("frontend HCAs", 1, 2)
 
@@ -213,7 +218,7 @@ def test_frontend_count_and_wrong_model() -> None:
 def test_gpudirect_peermem_or_dmabuf(
     accept: list[str], peermem: bool, open_module: bool, kernel: str, status: Status
 ) -> None:
-    sec = {**SEC, "gpudirect": {"accept": accept, "dmabuf_min_kernel": "5.12"}}
+    sec = {**SEC, "gpudirect": {"accept": {"one_of": accept}, "dmabuf_min_kernel": "5.12"}}
     out = outcome(
         **{
             PEERMEM: res(PEERMEM, "live\n") if peermem else res(PEERMEM, "", 1),
@@ -231,8 +236,8 @@ def test_gpudirect_unreadable_driver_is_error() -> None:
     assert v.status is Status.ERROR and "unrecognized output" in v.message
 
 
-def _profiles(names: list[str]) -> dict[str, Profile]:
-    return {n: PROFILE for n in names}
+def _profiles(names: list[str]) -> dict[str, HcaProfile]:
+    return {n: hca_profile(PROFILE) for n in names}
 
 
 def test_firmware_uniform_majority_histogram_and_tie() -> None:
