@@ -11,7 +11,7 @@ from nodegate.errors import ConfigError
 from nodegate.model import Status
 from nodegate.profiles import load_profile_file
 from nodegate.stages.hca import STAGE, Rail, hca_profile
-from nodegate.stages.hca.profile import CountRule, PcieRule, VersionRule, shown
+from nodegate.stages.hca.profile import CountRule, PcieRule, VersionRule, show_expected
 from nodegate.thresholds import Threshold
 
 from tests.integration.conftest import REPO
@@ -64,7 +64,6 @@ def test_typed_section_carries_thresholds_rules_and_rails() -> None:
     hp = hca_profile(prof)
     assert hp is hca_profile(prof) and hp.name == "generic-hgx-h100"  # built once per profile
     port = hp.compute.port
-    assert port is not None
     assert (port.state, port.phys_state, port.width_lanes, port.speed, port.rate_gbps) == (
         Threshold("equal", "ACTIVE"),
         Threshold("equal", "LinkUp"),
@@ -121,11 +120,11 @@ def test_role_count_exact_range_or_bound(doc, expected, holds, fails) -> None:
 
 
 def test_expected_shows_equal_values_as_the_checks_always_did() -> None:
-    assert shown(Threshold("equal", 400, "Gb/s")) == 400
-    assert shown(Threshold("equal", 16), lambda v: f"x{v}") == "x16"
-    assert shown(Threshold("min", 4), lambda v: f"Gen{v}") == ">= Gen4"
-    assert shown(Threshold("one_of", (2, 4)), lambda v: f"{v}X") == "one of 2X, 4X"
-    assert shown(Threshold("max", 0), lambda v: f"+{v}") == "<= +0"
+    assert show_expected(Threshold("equal", 400, "Gb/s")) == 400
+    assert show_expected(Threshold("equal", 16), lambda v: f"x{v}") == "x16"
+    assert show_expected(Threshold("min", 4), lambda v: f"Gen{v}") == ">= Gen4"
+    assert show_expected(Threshold("one_of", (2, 4)), lambda v: f"{v}X") == "one of 2X, 4X"
+    assert show_expected(Threshold("max", 0), lambda v: f"+{v}") == "<= +0"
 
 
 def _profile_with(tmp_path, name: str, edit) -> Path:
@@ -175,7 +174,7 @@ def test_port_state_is_compared_upper_case(tmp_path) -> None:
 
     prof = load_profile_file(_profile_with(tmp_path, "site", lower))
     sec = prof.section("hca")
-    assert hca_profile(prof).compute.port.state == Threshold("equal", "ACTIVE")  # type: ignore[union-attr]
+    assert hca_profile(prof).compute.port.state == Threshold("equal", "ACTIVE")
     states = [v for v in judge(outcome(), sec) if v.check == "hca.port.state"]
     assert len(states) == 8 and {(v.status, v.expected) for v in states} == {
         (Status.PASS, "ACTIVE/LinkUp")

@@ -10,8 +10,7 @@ from nodegate.parsers.mlxlink import MlxlinkReport
 from nodegate.stages.hca.commands import SYSFS, SYSFS_AGAIN, mlxlink_id
 from nodegate.stages.hca.facts import HcaFacts
 from nodegate.stages.hca.placement import no_sysfs, port_label, rail_label
-from nodegate.stages.hca.profile import CounterRule, HcaProfile, LinkHealthRule, PortRule, Rail
-from nodegate.stages.hca.profile import shown as shown_expected
+from nodegate.stages.hca.profile import CounterRule, HcaProfile, LinkHealthRule, Rail, show_expected
 from nodegate.thresholds import Threshold
 from nodegate.verdicts import error, judged
 
@@ -32,19 +31,14 @@ def _rail_ports(check: str, f: HcaFacts, prof: HcaProfile) -> tuple[list[RailPor
     return found, errs
 
 
-def _port_rule(prof: HcaProfile) -> PortRule:
-    assert prof.compute.port is not None  # the schema requires `port` of the compute role
-    return prof.compute.port
-
-
 def port_state(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.port.state: every rail port ACTIVE and LinkUp."""
     c = "hca.port.state"
     if f.sysfs is None:
         return no_sysfs(c, f)
-    want = _port_rule(prof)
+    want = prof.compute.port
     ports, out = _rail_ports(c, f, prof)
-    exp = f"{shown_expected(want.state, str)}/{shown_expected(want.phys_state, str)}"
+    exp = f"{show_expected(want.state, str)}/{show_expected(want.phys_state, str)}"
     for r, dev, p in ports:
         got = f"{p.state}/{p.phys_state}"
         ok = want.state.holds(p.state.upper()) and want.phys_state.holds(p.phys_state)
@@ -83,7 +77,7 @@ def _port_link(check: str, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """Width, speed and rate are each judged on their own from the sysfs rate string."""
     if f.sysfs is None:
         return no_sysfs(check, f)
-    rule = _port_rule(prof)
+    rule = prof.compute.port
     what = check.rsplit(".", 1)[1]
     want = {"width": rule.width_lanes, "speed": rule.speed, "rate": rule.rate_gbps}[what]
     ports, out = _rail_ports(check, f, prof)
@@ -99,10 +93,10 @@ def _port_link(check: str, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
         if what == "width":
             got = p.rate.width_lanes
             shown = None if got is None else f"{got}X"
-            exp = shown_expected(want, lambda v: f"{v}X")
+            exp = show_expected(want, lambda v: f"{v}X")
         else:
             got = shown = p.rate.speed if what == "speed" else p.rate.rate_gbps
-            exp = shown_expected(want)
+            exp = show_expected(want)
         ok = want.holds(got)
         out.append(
             judged(
@@ -128,8 +122,7 @@ def link_layer(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     if f.sysfs is None:
         return no_sysfs(c, f)
     want = prof.compute.link_layer
-    assert want is not None  # the schema requires the compute role's link layer
-    exp = shown_expected(want)
+    exp = show_expected(want)
     ports, out = _rail_ports(c, f, prof)
     for r, dev, p in ports:
         ok = want.holds(p.link_layer)
@@ -223,7 +216,7 @@ def _port_counters(
 
 def _delta_shown(t: Threshold) -> str:
     """`<= +0`: an increase at most the threshold."""
-    return str(shown_expected(t, lambda v: f"+{v}"))
+    return str(show_expected(t, lambda v: f"+{v}"))
 
 
 def _raised(values: tuple[str, ...]) -> list[int]:

@@ -21,12 +21,14 @@ from nodegate.versions import check_version
 COMPUTE = "compute"  # the role of the rail HCAs (those the profile's `rails` name)
 
 
-def shown(t: Threshold, fmt: Callable[[Any], str] | None = None) -> Any:
+def show_expected(t: Threshold, fmt: Callable[[Any], str] | None = None) -> Any:
     """What a verdict shows as expected: an `equal` threshold's value as is (`400`, `NDR`),
     other directions as `t.expected()`; `fmt` writes values like the observation.
 
-    >>> shown(Threshold("equal", 5), lambda v: f"Gen{v}"), shown(Threshold("min", 4))
-    ('Gen5', '>= 4')
+    >>> show_expected(Threshold("equal", 5), lambda v: f"Gen{v}")
+    'Gen5'
+    >>> show_expected(Threshold("min", 4))
+    '>= 4'
     """
     if fmt is None:
         return t.value if t.direction == "equal" else t.expected()
@@ -104,7 +106,7 @@ class CountRule:
         """`1` for an exact count, `0..1` for a range."""
         if len(self.bounds) == 2:
             return f"{self.bounds[0].value}..{self.bounds[1].value}"
-        return shown(self.bounds[0])
+        return show_expected(self.bounds[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +131,7 @@ class PcieRule:
 class Role:
     """A kind of HCA: the compute rails, or storage/front-end HCAs matched by PCI id and PSID.
 
-    `pcie` None: the PCIe link is not judged (a VF in a VM has none of its own). `count` only
-    for non-rail roles (rails are counted against `rails`); `port` only for compute.
+    `pcie` None: the PCIe link is not judged (a VF in a VM has none of its own).
     """
 
     name: str
@@ -138,14 +139,27 @@ class Role:
     psids: tuple[str, ...]  # shell-style globs
     pcie: PcieRule | None
     link_layer: Threshold | None
-    count: CountRule | None = None
-    port: PortRule | None = None
 
     def matches(self, pci_id: str | None, psid: str | None) -> bool:
         """PCI id listed and PSID matching one of the role's globs."""
         if pci_id not in self.pci_ids or psid is None:
             return False
         return any(fnmatch.fnmatchcase(psid, g) for g in self.psids)
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeRole(Role):
+    """The rail HCAs (counted against `rails`) and what each of their ports reads."""
+
+    link_layer: Threshold
+    port: PortRule
+
+
+@dataclass(frozen=True, slots=True)
+class CountedRole(Role):
+    """A non-rail role (storage, front-end) with how many of it a node has."""
+
+    count: CountRule
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,8 +192,10 @@ class HcaProfile:
     """A profile's `hca` section, typed; `name` groups nodes for firmware uniformity."""
 
     name: str
-    compute: Role
-    others: tuple[Role, ...]  # non-rail roles, in profile order (a device takes the first match)
+    compute: ComputeRole
+    others: tuple[
+        CountedRole, ...
+    ]  # non-rail roles, in profile order (a device takes the first match)
     rails: tuple[Rail, ...]
     firmware: Mapping[str, VersionRule]  # PSID -> rule; '*' covers PSIDs not listed
     uniform_firmware: bool
@@ -194,9 +210,9 @@ class HcaProfile:
         roles = sec["roles"]
         return cls(
             name=name,
-            compute=_role(COMPUTE, roles[COMPUTE], f"{where}.roles.{COMPUTE}"),
+            compute=_compute(roles[COMPUTE], f"{where}.roles.{COMPUTE}"),
             others=tuple(
-                _role(r, spec, f"{where}.roles.{r}") for r, spec in roles.items() if r != COMPUTE
+                _counted(r, spec, f"{where}.roles.{r}") for r, spec in roles.items() if r != COMPUTE
             ),
             rails=tuple(
                 Rail(int(r["rail"]), str(r["device"]), str(r["gpu"]), r["numa_node"])
@@ -234,23 +250,35 @@ def hca_profile(profile: Profile) -> HcaProfile:
     return profile.typed("hca", partial(HcaProfile.of, name=profile.name))
 
 
-def _role(name: str, doc: Mapping[str, Any], where: str) -> Role:
-    pcie = doc["pcie"]
-    port = doc.get("port")
+def _pcie(doc: Mapping[str, Any] | None, where: str) -> PcieRule | None:
+    if doc is None:
+        return None
+    return PcieRule(
+        Threshold.from_profile(doc["gen"], f"{where}.gen"),
+        Threshold.from_profile(doc["width_lanes"], f"{where}.width_lanes"),
+    )
+
+
+def _compute(doc: Mapping[str, Any], where: str) -> ComputeRole:
+    return ComputeRole(
+        name=COMPUTE,
+        pci_ids=tuple(doc["pci_ids"]),
+        psids=tuple(doc["psids"]),
+        pcie=_pcie(doc["pcie"], f"{where}.pcie"),
+        link_layer=Threshold.from_profile(doc["link_layer"], f"{where}.link_layer"),
+        port=_port(doc["port"], f"{where}.port"),
+    )
+
+
+def _counted(name: str, doc: Mapping[str, Any], where: str) -> CountedRole:
     layer = doc.get("link_layer")
-    return Role(
+    return CountedRole(
         name=name,
         pci_ids=tuple(doc["pci_ids"]),
         psids=tuple(doc["psids"]),
-        pcie=None
-        if pcie is None
-        else PcieRule(
-            Threshold.from_profile(pcie["gen"], f"{where}.pcie.gen"),
-            Threshold.from_profile(pcie["width_lanes"], f"{where}.pcie.width_lanes"),
-        ),
+        pcie=_pcie(doc["pcie"], f"{where}.pcie"),
         link_layer=None if layer is None else Threshold.from_profile(layer, f"{where}.link_layer"),
-        count=None if "count" not in doc else CountRule.of(doc["count"], f"{where}.count"),
-        port=None if port is None else _port(port, f"{where}.port"),
+        count=CountRule.of(doc["count"], f"{where}.count"),
     )
 
 
