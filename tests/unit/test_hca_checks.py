@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
-from nodegate.profiles import Profile, load_profile_file
+from nodegate.profiles import load_profile_file
 from nodegate.sim.model import Fault, SimNode
 from nodegate.sim.tools.hca import (
     _mlxlink_template,
@@ -16,8 +16,9 @@ from nodegate.sim.tools.hca import (
     topo_matrix,
 )
 from nodegate.sim.tools.reach import nvidia_version
-from nodegate.stages.hca import STAGE, firmware_uniform, gather, judge_node
-from nodegate.stages.hca_facts import (
+from nodegate.stages.hca import STAGE
+from nodegate.stages.hca.checks import CHECKS, firmware_uniform
+from nodegate.stages.hca.commands import (
     DRIVER,
     KERNEL,
     PEERMEM,
@@ -27,6 +28,8 @@ from nodegate.stages.hca_facts import (
     TOPO,
     mlxlink_id,
 )
+from nodegate.stages.hca.facts import gather
+from nodegate.stages.hca.profile import HcaProfile, hca_profile
 
 from tests.integration.conftest import REPO
 
@@ -60,7 +63,8 @@ def outcome(
 
 
 def judge(out: NodeOutcome, sec: Any = SEC) -> list[Verdict]:
-    return judge_node(gather(out), sec)
+    """Every node-scope check of the table on one node, against a (maybe edited) hca section."""
+    return CHECKS.judge_node(out.node, gather(out), HcaProfile.of(sec, PROFILE.name))
 
 
 def failing(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
@@ -195,7 +199,8 @@ def test_frontend_count_and_wrong_model() -> None:
     bad = failing(judge(out))
     assert len(bad["hca.model"]) == 8
     assert bad["hca.model"][0].observed == "pci 15b3:101b, PSID MT_0000000838"
-    sec = {**SEC, "roles": {**SEC["roles"], "frontend": {**SEC["roles"]["frontend"], "count": 2}}}
+    two = {"equal": 2, "unit": "HCAs"}
+    sec = {**SEC, "roles": {**SEC["roles"], "frontend": {**SEC["roles"]["frontend"], "count": two}}}
     (count,) = failing(judge(outcome(), sec))["hca.count"]
     assert (count.component, count.observed, count.expected) == ("frontend HCAs", 1, 2)
 
@@ -213,7 +218,7 @@ def test_frontend_count_and_wrong_model() -> None:
 def test_gpudirect_peermem_or_dmabuf(
     accept: list[str], peermem: bool, open_module: bool, kernel: str, status: Status
 ) -> None:
-    sec = {**SEC, "gpudirect": {"accept": accept, "dmabuf_min_kernel": "5.12"}}
+    sec = {**SEC, "gpudirect": {"accept": {"one_of": accept}, "dmabuf_min_kernel": "5.12"}}
     out = outcome(
         **{
             PEERMEM: res(PEERMEM, "live\n") if peermem else res(PEERMEM, "", 1),
@@ -231,8 +236,8 @@ def test_gpudirect_unreadable_driver_is_error() -> None:
     assert v.status is Status.ERROR and "unrecognized output" in v.message
 
 
-def _profiles(names: list[str]) -> dict[str, Profile]:
-    return {n: PROFILE for n in names}
+def _profiles(names: list[str]) -> dict[str, HcaProfile]:
+    return {n: hca_profile(PROFILE) for n in names}
 
 
 def test_firmware_uniform_majority_histogram_and_tie() -> None:
@@ -317,3 +322,126 @@ def test_peermem_garbage_is_error_not_unloaded() -> None:
     out = outcome(**{PEERMEM: res(PEERMEM, "#!%@ segfault\n"), DRIVER: res(DRIVER, "", 1)})
     (v,) = [v for v in judge(out) if v.check == "hca.gpudirect"]
     assert v.status is Status.ERROR and "unknown module state" in v.message
+
+
+IB = "/sys/class/infiniband"
+
+
+def test_commands_are_byte_identical() -> None:
+    """The simulated fleet answers these exact lines (and real nodes' evidence names them)."""
+    sysfs = (
+        f"grep -H -r . {IB}/*/fw_ver {IB}/*/board_id {IB}/*/hca_type {IB}/*/node_guid "
+        f"{IB}/*/ports/*/state {IB}/*/ports/*/phys_state {IB}/*/ports/*/rate "
+        f"{IB}/*/ports/*/link_layer {IB}/*/ports/*/counters {IB}/*/device/vendor "
+        f"{IB}/*/device/device {IB}/*/device/numa_node {IB}/*/device/current_link_speed "
+        f"{IB}/*/device/current_link_width {IB}/*/device/max_link_speed "
+        f"{IB}/*/device/max_link_width 2>/dev/null"
+    )
+    again = (
+        f"grep -H -r . {IB}/*/ports/*/state {IB}/*/ports/*/phys_state {IB}/*/ports/*/rate "
+        f"{IB}/*/ports/*/counters 2>/dev/null"
+    )
+    got = [(c.id, c.cmd, c.timeout_s) for c in STAGE.commands(None, PROFILE)]  # type: ignore[arg-type]
+    assert got == [
+        ("ib_sysfs", sysfs, 15.0),
+        ("counter_window", "sleep 1", 16.0),
+        ("ib_sysfs_again", again, 15.0),
+        ("topo", "nvidia-smi topo -m", 15.0),
+        ("peermem", "cat /sys/module/nvidia_peermem/initstate", 15.0),
+        ("nvidia_driver", "cat /proc/driver/nvidia/version", 15.0),
+        ("kernel", "uname -r", 15.0),
+    ] + [(f"mlxlink_mlx5_{i}", f"mlxlink -d mlx5_{i} -m -c --json", 30.0) for i in range(8)]
+
+
+def test_check_table_ids_tests_and_scopes() -> None:
+    assert [(c.id, c.test, c.scope) for c in CHECKS] == [
+        ("hca.count", "test_hca_count", "node"),
+        ("hca.model", "test_hca_model", "node"),
+        ("hca.firmware.version", "test_hca_firmware_version", "node"),
+        ("hca.firmware.uniform", "test_hca_firmware_uniform", "fleet"),
+        ("hca.port.state", "test_hca_port_state", "node"),
+        ("hca.port.width", "test_hca_port_width", "node"),
+        ("hca.port.speed", "test_hca_port_speed", "node"),
+        ("hca.port.rate", "test_hca_port_rate", "node"),
+        ("hca.port.link_layer", "test_hca_port_link_layer", "node"),
+        ("hca.pcie.gen", "test_hca_pcie_gen", "node"),
+        ("hca.pcie.width", "test_hca_pcie_width", "node"),
+        ("hca.counters.errors", "test_hca_error_counters", "node"),
+        ("hca.link.ber", "test_hca_link_ber", "node"),
+        ("hca.gpudirect", "test_hca_gpudirect", "node"),
+        ("hca.rail.affinity", "test_hca_rail_affinity", "node"),
+    ]
+    assert STAGE.checks is CHECKS
+
+
+@pytest.mark.parametrize("rc", [1, 2])
+def test_grep_exit_1_or_2_still_reads_the_lines_it_printed(rc: int) -> None:
+    """grep exits 2 when a glob matched nothing (no `device/` of a VF); its lines count."""
+    sysfs, again = outcome().results[SYSFS], outcome().results[SYSFS_AGAIN]
+    over = {SYSFS: res(SYSFS, sysfs.stdout, rc), SYSFS_AGAIN: res(SYSFS_AGAIN, again.stdout, rc)}
+    verdicts = judge(outcome(**over))
+    assert failing(verdicts) == {} and {v.check for v in verdicts} == NODE_CHECKS
+
+
+def test_pci_garbage_is_reported_where_pci_facts_are_needed() -> None:
+    """One unreadable PCI attribute: no PCI facts for any HCA; the sysfs facts still judge."""
+    text = (
+        outcome()
+        .results[SYSFS]
+        .stdout.replace(
+            "mlx5_3/device/current_link_width:16", "mlx5_3/device/current_link_width:sixteen"
+        )
+    )
+    bad = failing(judge(outcome(**{SYSFS: res(SYSFS, text)})))
+    why = "unrecognized PCI attributes in the sysfs listing: mlx5_3 device: "
+    why += "current_link_width reads 'sixteen'"
+    got = {(c, v.component, v.status, v.message) for c, vs in bad.items() for v in vs}
+    assert got == {
+        ("hca.count", "frontend HCAs", Status.FAIL, "0 frontend HCAs (none), expected 1"),
+        ("hca.model", "mlx5_bond_0 (no role)", Status.FAIL,
+         "mlx5_bond_0 (pci unknown, PSID MT_0000000884) matches no HCA role of the profile"),
+    } | {
+        row
+        for i in range(8)
+        for row in (
+            ("hca.model", f"mlx5_{i} (rail {i})", Status.ERROR,
+             f"mlx5_{i}: pci unknown, PSID MT_0000000838 in sysfs"),
+            ("hca.pcie.gen", f"mlx5_{i} (rail {i})", Status.ERROR, why),
+            ("hca.pcie.width", f"mlx5_{i} (rail {i})", Status.ERROR, why),
+            ("hca.rail.affinity", f"mlx5_{i} (rail {i})", Status.ERROR,
+             f"no NUMA node for mlx5_{i}: {why}"),
+        )
+    }  # fmt: skip
+
+
+def test_fleet_check_groups_by_profile_and_psid_in_majority_order() -> None:
+    old = tuple(Fault("hca_old_firmware", f"mlx5_{i}") for i in (1, 2))
+    facts = {n: gather(outcome(n)) for n in ("gpu001", "gpu002", "gpu003")}
+    facts["gpu004"] = gather(outcome("gpu004", old))
+    facts["gpu005"] = gather(outcome("gpu005", **{SYSFS: res(SYSFS, "", 124, timed_out=True)}))
+    hgx = hca_profile(PROFILE)
+    other = HcaProfile.of(SEC, "site-h100")  # same PSIDs, another profile: its own majority
+    profs = {n: hgx for n in facts} | {"gpu003": other}
+    verdicts = CHECKS.judge_fleet(facts, profs)
+    assert {v.check for v in verdicts} == {"hca.firmware.uniform"}
+    bad = {(v.node, v.component, v.status) for v in verdicts if v.status is not Status.PASS}
+    assert bad == {
+        ("gpu004", "mlx5_1 (rail 1)", Status.FAIL),
+        ("gpu004", "mlx5_2 (rail 2)", Status.FAIL),
+        ("gpu005", "hca", Status.ERROR),
+    }
+    msg = {(v.node, v.component): v.message for v in verdicts}
+    assert msg[("gpu004", "mlx5_1 (rail 1)")] == (
+        "mlx5_1 firmware 28.37.1014 differs (fleet runs 28.41.1000); "
+        "fleet PSID MT_0000000838: 28.41.1000 x22, 28.37.1014 x2"
+    )
+    assert msg[("gpu003", "mlx5_0 (rail 0)")] == (
+        "mlx5_0 firmware 28.41.1000; fleet PSID MT_0000000838: 28.41.1000 x8"
+    )
+    relaxed = HcaProfile.of({**SEC, "uniform_firmware": False}, "relaxed")
+    (v,) = CHECKS.judge_fleet({"gpu004": facts["gpu004"]}, {"gpu004": relaxed})
+    assert (v.status, v.expected, v.message) == (
+        Status.PASS,
+        "not required",
+        "profile relaxed does not require it",
+    )

@@ -1,0 +1,71 @@
+"""Stage `hca`: HCA count/model/PSID per role, firmware (rule and fleet uniformity), rail port
+state/width/speed/rate/link layer, PCIe of each HCA, error counter deltas over a window,
+GPUDirect RDMA, rail <-> GPU affinity.
+
+One round trip per node: the script reads /sys/class/infiniband (with each device's PCI
+attributes), sleeps the profile's counter window, reads the ports and counters again, then
+reads `nvidia-smi topo -m`, the nvidia_peermem module state, the NVIDIA driver, the kernel and
+`mlxlink` of each rail HCA (BER, module flags).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from nodegate.inventory import Node
+from nodegate.model import CommandSpec, NodeOutcome
+from nodegate.profiles import Profile
+from nodegate.stages.base import PassiveStage
+from nodegate.stages.hca.checks import CHECKS
+from nodegate.stages.hca.commands import (
+    CMD_TIMEOUT_S,
+    DRIVER,
+    KERNEL,
+    MLXLINK_TIMEOUT_S,
+    PEERMEM,
+    SLEEP,
+    SYSFS,
+    SYSFS_AGAIN,
+    SYSFS_AGAIN_COMMAND,
+    SYSFS_COMMAND,
+    TOPO,
+    mlxlink_id,
+)
+from nodegate.stages.hca.facts import HcaFacts, gather
+from nodegate.stages.hca.profile import HcaProfile, hca_profile
+
+
+class HcaStage(PassiveStage[HcaFacts, HcaProfile]):
+    name = "hca"
+    checks = CHECKS
+
+    def commands(self, node: Node, profile: Profile) -> list[CommandSpec]:
+        t = CMD_TIMEOUT_S
+        prof = self.profile_of(profile)
+        window = prof.counters.window_s
+        return [
+            CommandSpec(SYSFS, SYSFS_COMMAND, t),
+            CommandSpec(SLEEP, f"sleep {window:g}", window + t),
+            CommandSpec(SYSFS_AGAIN, SYSFS_AGAIN_COMMAND, t),
+            CommandSpec(TOPO, "nvidia-smi topo -m", t),
+            CommandSpec(PEERMEM, "cat /sys/module/nvidia_peermem/initstate", t),
+            CommandSpec(DRIVER, "cat /proc/driver/nvidia/version", t),
+            CommandSpec(KERNEL, "uname -r", t),
+        ] + [
+            CommandSpec(
+                mlxlink_id(r.device),
+                f"mlxlink -d {shlex.quote(r.device)} -m -c --json",
+                MLXLINK_TIMEOUT_S,
+            )
+            for r in prof.rails
+            if prof.link_health is not None
+        ]
+
+    def profile_of(self, profile: Profile) -> HcaProfile:
+        return hca_profile(profile)
+
+    def facts(self, outcome: NodeOutcome, profile: HcaProfile) -> HcaFacts:
+        return gather(outcome)
+
+
+STAGE = HcaStage()
