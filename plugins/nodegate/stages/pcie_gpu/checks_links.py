@@ -8,6 +8,7 @@ from nodegate.model import Verdict
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.parsers.lspci import gpus as lspci_gpus
 from nodegate.parsers.lspci import pcie_gen
+from nodegate.parsers.lspci_bridges import LspciView
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
@@ -227,78 +228,37 @@ def check_link_width(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     return check_link(f, p, "width")
 
 
+SWITCH = "pcie.switch.link"
+PORT_FIX = (
+    "a port above the GPU is degraded: check the riser/cable and the switch board; "
+    "RMA the baseboard if it stays"
+)
+
+
 def check_switch(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """pcie.switch.link: every bridge between root and GPU runs at the profile's gen/width."""
-    check = "pcie.switch.link"
     want = f"Gen{p.pcie_gen.value} x{p.pcie_width.value}"
-    lspci_ev = f.evidence("lspci")
     if not p.switch_ports:
         return [
             judged(
-                check,
+                SWITCH,
                 f.node,
                 True,
                 "PCIe switch ports",
                 "not checked",
                 "not visible",
                 "profile: switch ports are not visible on this SKU (VM)",
-                evidence=lspci_ev,
+                evidence=f.evidence("lspci"),
             )
         ]
     if f.lspci is None:
-        return [cmd_error(f, check, "PCIe switch ports", want, "lspci")]
+        return [cmd_error(f, SWITCH, "PCIe switch ports", want, "lspci")]
     if f.nvsmi is None:
-        return [cmd_error(f, check, "PCIe switch ports", want, "nvsmi")]
-    out = []
-    for g in f.gpus:
-        path = f.lspci.path_to(g.pci_bus_id or "")
-        if not path:
-            out.append(
-                error(
-                    check,
-                    f.node,
-                    gpu_name(g),
-                    "no bridge above the GPU in lspci -vvv (run as root?)",
-                    expected=want,
-                    evidence=lspci_ev,
-                )
-            )
-            continue
-        for b in path:
-            ls = b.device.link_status
-            comp = f"{gpu_name(g)} via {b.device.bdf} ({b.device.express_type or 'bridge'})"
-            if ls is None:
-                out.append(
-                    error(
-                        check,
-                        f.node,
-                        comp,
-                        "no LnkSta line for this port",
-                        expected=want,
-                        evidence=lspci_ev,
-                    )
-                )
-                continue
-            got_gen = pcie_gen(ls.speed_gts)
-            ok = p.pcie_gen.holds(got_gen) and p.pcie_width.holds(ls.width_lanes)
-            got = f"Gen{got_gen} x{ls.width_lanes}"
-            out.append(
-                judged(
-                    check,
-                    f.node,
-                    ok,
-                    comp,
-                    got,
-                    want,
-                    f"port link {got}" + ("" if ok else f", expected {want}"),
-                    remediation="a port above the GPU is degraded: check the riser/cable "
-                    "and the switch board; RMA the baseboard if it stays",
-                    evidence=lspci_ev,
-                )
-            )
+        return [cmd_error(f, SWITCH, "PCIe switch ports", want, "nvsmi")]
+    out = [v for g in f.gpus for v in _ports_above(f, f.lspci, p, g, want)]
     return out or [
         judged(
-            check,
+            SWITCH,
             f.node,
             False,
             "GPUs",
@@ -309,3 +269,30 @@ def check_switch(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             evidence=f.evidence("nvsmi"),
         )
     ]
+
+
+def _ports_above(
+    f: PcieGpuFacts, lspci: LspciView, p: PcieGpuProfile, g: NvsmiGpu, want: str
+) -> list[Verdict]:
+    """One verdict per bridge between the root complex and GPU `g`, root port first."""
+    ev = f.evidence("lspci")
+    path = lspci.path_to(g.pci_bus_id or "")
+    if not path:
+        why = "no bridge above the GPU in lspci -vvv (run as root?)"
+        return [error(SWITCH, f.node, gpu_name(g), why, expected=want, evidence=ev)]
+    out = []
+    for b in path:
+        ls = b.device.link_status
+        comp = f"{gpu_name(g)} via {b.device.bdf} ({b.device.express_type or 'bridge'})"
+        if ls is None:
+            why = "no LnkSta line for this port"
+            out.append(error(SWITCH, f.node, comp, why, expected=want, evidence=ev))
+            continue
+        got_gen = pcie_gen(ls.speed_gts)
+        ok = p.pcie_gen.holds(got_gen) and p.pcie_width.holds(ls.width_lanes)
+        got = f"Gen{got_gen} x{ls.width_lanes}"
+        msg = f"port link {got}" + ("" if ok else f", expected {want}")
+        out.append(
+            judged(SWITCH, f.node, ok, comp, got, want, msg, remediation=PORT_FIX, evidence=ev)
+        )
+    return out
