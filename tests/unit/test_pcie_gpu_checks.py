@@ -12,9 +12,9 @@ from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import Profile, load_profile_file
 from nodegate.sim.model import Fault, SimNode
 from nodegate.sim.tools import pcie_gpu as sim
-from nodegate.stages.base import OutcomeReader
-from nodegate.stages.pcie_gpu import JUDGES, STAGE, judge
-from nodegate.stages.pcie_gpu_facts import gather
+from nodegate.stages.pcie_gpu import STAGE
+from nodegate.stages.pcie_gpu.checks import CHECKS
+from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "gpu"
@@ -67,7 +67,8 @@ def run(
     sec = copy.deepcopy(dict(profile.section("pcie_gpu")))
     sec.update(prof_edit or {})
     out = NodeOutcome("gpu001", Reach.OK, results)
-    return judge(gather("gpu001", sec, OutcomeReader("pcie_gpu", out)))
+    typed = PcieGpuProfile.of(sec)
+    return CHECKS.judge_node("gpu001", STAGE.facts(out, typed), typed)
 
 
 def not_passing(vs: list[Verdict]) -> set[tuple[str, str]]:
@@ -77,7 +78,7 @@ def not_passing(vs: list[Verdict]) -> set[tuple[str, str]]:
 def test_healthy_node_passes_every_check(profile):
     vs = run(profile)
     assert not_passing(vs) == set()
-    assert {v.check for v in vs} == {c.id for c in STAGE.checks} == set(JUDGES)
+    assert {v.check for v in vs} == {c.id for c in STAGE.checks} == set(CHECKS.ids())
     for v in vs:
         assert v.component and v.evidence or v.check == "gpu.fabric" and not v.evidence
     per_gpu = [v for v in vs if v.check == "pcie.gpu.width"]

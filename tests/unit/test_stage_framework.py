@@ -140,7 +140,10 @@ def test_h200_is_h100_plus_its_differences() -> None:
     lib = ProfileLibrary([REPO / "inventories" / "profiles"])
     h100, h200 = lib.get("nd-h100-v5"), lib.get("nd-h200-v5")
     assert h200.extends == ("_nvidia-xid", "nd-h100-v5")
-    assert h200.data["pcie_gpu"]["gpu"] == {"count": 8, "pci_device_ids": ["10de:2335"]}
+    assert h200.data["pcie_gpu"]["gpu"] == {
+        "count": {"equal": 8, "unit": "GPUs"},
+        "pci_device_ids": ["10de:2335"],
+    }
     assert h200.data["pcie_gpu"]["xid"] == h100.data["pcie_gpu"]["xid"]
     assert h200.data["hca"] == h100.data["hca"]
     assert h200.data["sources"]["hca.rails"] == h100.data["sources"]["hca.rails"]
@@ -155,14 +158,14 @@ def test_extends_errors_name_the_file(tmp_path: Path) -> None:
     _write(tmp_path, "b", {**base, "name": "b", "extends": "a"})
     _write(tmp_path, "c", {"name": "c", "description": "x", "extends": "nope"})
     _write(tmp_path, "d", {"name": "d", "description": "x", "extends": ["nd-h100-v5"],
-                           "pcie_gpu": {"gpu": {"count": "eight"}}})  # fmt: skip
+                           "pcie_gpu": {"gpu": {"count": {"equal": "eight"}}}})  # fmt: skip
     lib = ProfileLibrary([tmp_path])
     with pytest.raises(ConfigError, match=r"extends 'a' forms a cycle \(a -> b\)"):
         lib.get("a")
     with pytest.raises(ConfigError, match="unknown profile 'nope'"):
         lib.get("c")
     with pytest.raises(ConfigError, match=r"d.yaml \(extends _nvidia-xid, nd-h100-v5\):\n  "
-                       r"pcie_gpu.gpu.count: 'eight' is not of type 'integer'"):  # fmt: skip
+                       r"pcie_gpu.gpu.count.equal: 'eight' is not of type 'integer'"):  # fmt: skip
         lib.get("d")
     with pytest.raises(ConfigError, match="is a profile fragment"):
         lib.get("_nvidia-xid")

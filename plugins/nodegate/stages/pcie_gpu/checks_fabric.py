@@ -1,0 +1,229 @@
+"""pcie_gpu checks on the GPU fabric and diagnostics: NVLink, fabric manager, DCGM diag."""
+
+from __future__ import annotations
+
+from nodegate.model import Verdict
+from nodegate.parsers.dcgm import DcgmDiag, DiagResult
+from nodegate.parsers.gpu_facts import NvsmiGpu
+from nodegate.parsers.nvlink import NvlinkCondition, NvlinkGpu
+from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
+from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name, per_gpu
+from nodegate.stages.pcie_gpu.profile import NvlinkSpec, PcieGpuProfile
+from nodegate.verdicts import error, judged
+
+NVLINK_FIX = "reset the GPU; if links stay down, reseat the baseboard and RMA the GPU/NVSwitch tray"
+# nvidia-smi prints link speeds rounded to 3 decimals: a link at the profile's speed may print
+# a hair below it.
+SPEED_SLACK_GBPS = 1e-6
+FM_FIX = (
+    "start the fabric manager (systemctl enable --now nvidia-fabricmanager); "
+    "check its log if it does not stay up"
+)
+FABRIC_OK = "Completed/Success"
+DCGM_FIX = "run `dcgmi diag -r 3` on the node; drain and RMA the GPU if the failure repeats"
+
+
+def check_nvlink(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+    """gpu.nvlink: each GPU has the profile's link count, all active at the profile's speed."""
+    spec = p.nvlink
+    if spec is None:
+        return [
+            judged(
+                "gpu.nvlink",
+                f.node,
+                True,
+                "NVLink",
+                "not checked",
+                "none",
+                "profile expects no NVLink",
+                evidence=f.evidence("nvlink"),
+            )
+        ]
+    want = f"{spec.links_per_gpu.value} links active at {spec.speed.describe()}"
+    if f.nvlink is None:
+        return [cmd_error(f, "gpu.nvlink", "NVLink", want, "nvlink")]
+    by_uuid = {g.uuid: g for g in f.nvlink.gpus}
+
+    def one(g: NvsmiGpu) -> Verdict:
+        lg = by_uuid.get(g.uuid or "")
+        if lg is None:
+            return error(
+                "gpu.nvlink",
+                f.node,
+                gpu_name(g),
+                "GPU not listed by nvidia-smi nvlink -s",
+                expected=want,
+                evidence=f.evidence("nvlink", "nvsmi"),
+            )
+        return _nvlink_gpu(f, gpu_name(g), lg, spec, want)
+
+    return per_gpu(f, "gpu.nvlink", want, one)
+
+
+def _nvlink_gpu(f: PcieGpuFacts, comp: str, lg: NvlinkGpu, spec: NvlinkSpec, want: str) -> Verdict:
+    ev = f.evidence("nvlink")
+    if lg.condition is NvlinkCondition.MIG_MODE_NOT_SUPPORTED:
+        return error(
+            "gpu.nvlink", f.node, comp, f"not queryable: {lg.message}", expected=want, evidence=ev
+        )
+    if lg.condition is not NvlinkCondition.REPORTED:
+        return judged(
+            "gpu.nvlink",
+            f.node,
+            False,
+            comp,
+            "0 active",
+            want,
+            str(lg.message),
+            unit="links",
+            remediation=NVLINK_FIX,
+            evidence=ev,
+        )
+    down = [lk.link for lk in lg.links if not lk.active]
+    slow = [
+        lk.link
+        for lk in lg.links
+        if lk.active and not spec.speed.holds((lk.speed_gbps or 0) + SPEED_SLACK_GBPS)
+    ]
+    active = len(lg.links) - len(down)
+    problems = []
+    if not spec.links_per_gpu.holds(len(lg.links)):
+        problems.append(f"{len(lg.links)} links listed")
+    if down:
+        problems.append("inactive link(s) " + ",".join(map(str, down)))
+    if slow:
+        problems.append("slow link(s) " + ",".join(map(str, slow)))
+    return judged(
+        "gpu.nvlink",
+        f.node,
+        not problems,
+        comp,
+        f"{active}/{len(lg.links)} active",
+        want,
+        "; ".join(problems) if problems else f"{active} links active",
+        unit="links",
+        remediation=NVLINK_FIX,
+        evidence=ev,
+    )
+
+
+def check_fabric(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+    """gpu.fabric: fabric manager running, every GPU's fabric state Completed/Success."""
+    comp = "nvidia-fabricmanager"
+    if not p.fabric_manager:
+        msg = "profile: no NVSwitch fabric"
+        return [judged("gpu.fabric", f.node, True, comp, "not required", "not required", msg)]
+    out: list[Verdict] = []
+    if f.fm is None:
+        out.append(cmd_error(f, "gpu.fabric", comp, "active (running)", "fabricmanager"))
+    else:
+        fm = f.fm
+        got = f"{fm.active_state or fm.load_state} ({fm.sub_state or fm.result or '-'})"
+        ok = fm.active_state == "active" and fm.sub_state == "running"
+        out.append(
+            judged(
+                "gpu.fabric",
+                f.node,
+                ok,
+                comp,
+                got,
+                "active (running)",
+                f"{fm.unit} {got}",
+                remediation=FM_FIX,
+                evidence=f.evidence("fabricmanager"),
+            )
+        )
+    ev = f.evidence("nvsmi")
+
+    def one(g: NvsmiGpu) -> Verdict:
+        fab = g.fabric
+        if fab is None or fab.state is None:
+            why = "no Fabric state (N/A): no NVSwitch fabric seen by the driver, or driver too old"
+            return error("gpu.fabric", f.node, gpu_name(g), why, expected=FABRIC_OK, evidence=ev)
+        got = f"{fab.state}/{fab.status}"
+        return judged(
+            "gpu.fabric",
+            f.node,
+            fab.state == "Completed" and fab.status == "Success",
+            gpu_name(g),
+            got,
+            FABRIC_OK,
+            f"fabric {got}",
+            remediation="restart nvidia-fabricmanager, then reset the GPUs; "
+            "check NVSwitch health (SXid) if it does not complete",
+            evidence=ev,
+        )
+
+    return out + per_gpu(f, "gpu.fabric", FABRIC_OK, one)
+
+
+def check_dcgm(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+    """gpu.dcgm: `dcgmi diag -r <level>` passes every test on every GPU."""
+    want = f"diag -r {p.dcgm.level}: every test Pass or Skip"
+    ev = f.evidence("dcgm")
+    if f.dcgm is None:
+        if f.absent("dcgm") and not p.dcgm.required:
+            return [
+                judged(
+                    "gpu.dcgm",
+                    f.node,
+                    True,
+                    "dcgmi",
+                    "not installed",
+                    "optional",
+                    "dcgmi not installed; profile does not require it",
+                    evidence=ev,
+                )
+            ]
+        return [cmd_error(f, "gpu.dcgm", "dcgmi diag", want, "dcgm")]
+    allowed = {DiagResult.PASS, DiagResult.SKIP} | (
+        {DiagResult.WARN} if p.dcgm.allow_warn else set()
+    )
+    per, bad = _dcgm_results(f.dcgm, allowed)
+    # DCGM numbers GPUs in NVML order, which is nvidia-smi's order.
+    names = {i: gpu_name(g) for i, g in enumerate(f.gpus)}
+    out = [
+        judged(
+            "gpu.dcgm",
+            f.node,
+            not bad.get(gid),
+            names.get(gid, f"DCGM GPU {gid}") if gid >= 0 else "dcgmi diag",
+            "; ".join(bad.get(gid, [])) or "Pass",
+            want,
+            "; ".join(bad.get(gid, []) or per.get(gid, [])),
+            remediation=DCGM_FIX,
+            evidence=ev,
+        )
+        for gid in sorted(set(per) | set(bad))
+    ]
+    return out or [
+        error(
+            "gpu.dcgm",
+            f.node,
+            "dcgmi diag",
+            "diag reported no per-GPU result",
+            expected=want,
+            evidence=ev,
+        )
+    ]
+
+
+def _dcgm_results(
+    diag: DcgmDiag, allowed: set[DiagResult]
+) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """(every result per DCGM GPU id, the failing ones); id -1: a test without entities."""
+    per: dict[int, list[str]] = {}
+    bad: dict[int, list[str]] = {}
+    for t in diag.tests:
+        for e in t.entities:
+            if e.entity_group != "GPU":
+                continue
+            per.setdefault(e.entity_id, []).append(f"{t.name} {e.result.value}")
+            if e.result not in allowed:
+                msgs = [w.text for w in t.warnings if w.entity_id in (e.entity_id, None)]
+                bad.setdefault(e.entity_id, []).append(
+                    f"{t.name} {e.result.value}" + (f": {msgs[0]}" if msgs else "")
+                )
+        if not t.entities and t.result not in allowed:
+            bad.setdefault(-1, []).append(f"{t.name} {t.result_raw}")
+    return per, bad

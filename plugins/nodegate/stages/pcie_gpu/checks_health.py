@@ -1,0 +1,155 @@
+"""pcie_gpu checks on GPU health: Xid events, clock event reasons, persistence mode."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from nodegate.model import Verdict
+from nodegate.parsers.gpu_facts import NvsmiGpu
+from nodegate.parsers.kernel_log import XidEvent
+from nodegate.parsers.lspci import normalize_bdf
+from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
+from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name, per_gpu
+from nodegate.stages.pcie_gpu.profile import XID_ACTIONS, PcieGpuProfile, XidAction, XidTable
+from nodegate.verdicts import error, judged
+
+# What each Xid action asks of the operator (the action per code comes from the profile).
+ACTION_REMEDIATION: dict[XidAction, str] = {
+    "ignore": "application-level error; no node action",
+    "reset": "drain, reset the GPU (nvidia-smi -r -i <idx>) or reboot, then requalify",
+    "reboot": "drain and reboot the node, then requalify",
+    "drain_rma": "drain the node and open an RMA for the GPU/baseboard",
+}
+THROTTLED = (
+    "GPU is throttled by hardware: check cooling (fans, inlet temperature), "
+    "PSUs and the power brake signal; reseat or RMA if it persists"
+)
+
+
+def check_xid(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+    """gpu.xid: Xid events in the profile's window, judged by the profile's Xid table."""
+    hours = p.xid.window_hours
+    want = f"no Xid needing action in the last {hours} h"
+    if f.klog is None:
+        return [cmd_error(f, "gpu.xid", "kernel log", want, "kernel_log")]
+    by_comp: dict[str, list[XidEvent]] = {}
+    for ev in f.klog.xids:
+        g = f.gpu_by_bdf(normalize_bdf(ev.bdf) or ev.bdf)
+        by_comp.setdefault(gpu_name(g) if g is not None else f"GPU PCI:{ev.bdf}", []).append(ev)
+    if not by_comp:
+        msg = f"no Xid in the last {hours} h"
+        return [judged("gpu.xid", f.node, True, "kernel log", "none", want, msg, evidence=_ev(f))]
+    return [_xid_verdict(f, comp, evs, p.xid, want) for comp, evs in sorted(by_comp.items())]
+
+
+def _ev(f: PcieGpuFacts) -> tuple[str, ...]:
+    return f.evidence("kernel_log")
+
+
+def _xid_verdict(
+    f: PcieGpuFacts, comp: str, evs: list[XidEvent], table: XidTable, want: str
+) -> Verdict:
+    """One GPU's Xid codes in the window; the most severe action decides."""
+    counts = Counter(ev.xid for ev in evs)
+    worst: XidAction = "ignore"
+    parts = []
+    for code, cnt in sorted(counts.items()):
+        rule = table.codes.get(code)
+        action = rule.action if rule else table.unknown_action
+        meaning = rule.meaning if rule else "not in the profile's Xid table"
+        parts.append(f"Xid {code} x{cnt} ({meaning}: {action})")
+        worst = max(worst, action, key=XID_ACTIONS.index)
+    return judged(
+        "gpu.xid",
+        f.node,
+        worst == "ignore",
+        comp,
+        ", ".join(f"{c}" for c in sorted(counts)),
+        want,
+        "; ".join(parts),
+        unit="Xid",
+        remediation=ACTION_REMEDIATION[worst],
+        evidence=_ev(f),
+    )
+
+
+def check_clocks(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+    """gpu.clocks: none of the profile's failing clock event reasons is active."""
+    bad = list(p.clock_fail_reasons)
+    ev = f.evidence("nvsmi")
+
+    def one(g: NvsmiGpu) -> Verdict:
+        cer = g.clock_event_reasons
+        if cer is None:
+            return error(
+                "gpu.clocks",
+                f.node,
+                gpu_name(g),
+                "no clock event reasons in nvidia-smi -q",
+                expected="none of " + str(bad),
+                evidence=ev,
+            )
+        unknown = [r for r in bad if r in cer.active and cer.active[r] is None]
+        on = [r for r in bad if cer.active.get(r)]
+        if not on and unknown:
+            return error(
+                "gpu.clocks",
+                f.node,
+                gpu_name(g),
+                f"unreadable reasons: {', '.join(unknown)}",
+                expected="inactive",
+                evidence=ev,
+            )
+        got = ", ".join(on) or "none"
+        return judged(
+            "gpu.clocks",
+            f.node,
+            not on,
+            gpu_name(g),
+            got,
+            "none active",
+            f"active failing clock event reasons: {got}"
+            if on
+            else "no failing clock event reason active",
+            remediation=THROTTLED,
+            evidence=ev,
+        )
+
+    return per_gpu(f, "gpu.clocks", "none active", one)
+
+
+def check_persistence(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+    """gpu.persistence: persistence mode as the profile wants."""
+    want = p.persistence_mode
+    label = "Enabled" if want else "Disabled"
+    ev = f.evidence("nvsmi")
+    fix = (
+        "enable nvidia-persistenced (systemctl enable --now nvidia-persistenced)"
+        if want
+        else "disable persistence mode (nvidia-smi -pm 0)"
+    )
+
+    def one(g: NvsmiGpu) -> Verdict:
+        if g.persistence_mode is None:
+            return error(
+                "gpu.persistence",
+                f.node,
+                gpu_name(g),
+                "no persistence mode in nvidia-smi -q",
+                expected=label,
+                evidence=ev,
+            )
+        got = "Enabled" if g.persistence_mode else "Disabled"
+        return judged(
+            "gpu.persistence",
+            f.node,
+            g.persistence_mode is want,
+            gpu_name(g),
+            got,
+            label,
+            f"persistence mode {got}",
+            remediation=fix,
+            evidence=ev,
+        )
+
+    return per_gpu(f, "gpu.persistence", label, one)

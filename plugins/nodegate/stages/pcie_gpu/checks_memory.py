@@ -1,0 +1,176 @@
+"""pcie_gpu checks on GPU memory health: ECC mode and errors, row remapping, retired pages."""
+
+from __future__ import annotations
+
+from nodegate.model import Verdict
+from nodegate.parsers.gpu_facts import NvsmiGpu
+from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
+from nodegate.stages.pcie_gpu.judging import gpu_name, per_gpu
+from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
+from nodegate.verdicts import against, error, judged
+
+REMAP_OK = "pending No, failure No"
+
+
+def check_ecc_mode(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+    """gpu.ecc.mode: ECC current and pending mode as the profile wants."""
+    want = p.ecc_enabled
+    label = "Enabled" if want else "Disabled"
+    ev = f.evidence("nvsmi")
+
+    def one(g: NvsmiGpu) -> Verdict:
+        mode = g.ecc.mode if g.ecc is not None else None
+        if mode is None or (mode.current is None and mode.current_raw is None):
+            return error(
+                "gpu.ecc.mode",
+                f.node,
+                gpu_name(g),
+                "no ECC mode in nvidia-smi -q",
+                expected=label,
+                evidence=ev,
+            )
+        ok = mode.current is want and mode.pending in (want, None)
+        return judged(
+            "gpu.ecc.mode",
+            f.node,
+            ok,
+            gpu_name(g),
+            mode.current_raw or str(mode.current),
+            label,
+            f"ECC current {mode.current_raw}, pending {mode.pending_raw}",
+            remediation=f"set ECC {label.lower()} (nvidia-smi -i {g.index} -e "
+            f"{int(want)}) and reset the GPU; 'Unknown Error' after an Xid 48 needs a reset",
+            evidence=ev,
+        )
+
+    return per_gpu(f, "gpu.ecc.mode", label, one)
+
+
+def check_ecc_uncorrectable(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+    """gpu.ecc.uncorrectable: volatile uncorrectable ECC errors at most the profile's maximum."""
+    limit = p.ecc_volatile_uncorrectable
+    ev = f.evidence("nvsmi")
+
+    def one(g: NvsmiGpu) -> Verdict:
+        vol = g.ecc.volatile if g.ecc is not None else None
+        if vol is None or vol.uncorrectable is None:
+            return error(
+                "gpu.ecc.uncorrectable",
+                f.node,
+                gpu_name(g),
+                "no volatile uncorrectable ECC count",
+                expected=limit.expected(),
+                evidence=ev,
+            )
+        got = vol.uncorrectable
+        fields = ", ".join(f"{k} {v}" for k, v in sorted(vol.fields.items()) if v)
+        return against(
+            "gpu.ecc.uncorrectable",
+            f.node,
+            gpu_name(g),
+            got,
+            limit,
+            f"{got} volatile uncorrectable ECC errors" + (f" ({fields})" if fields else ""),
+            remediation="drain; reset the GPU so the row remapper applies, then requalify; "
+            "RMA if it repeats",
+            evidence=ev,
+        )
+
+    return per_gpu(f, "gpu.ecc.uncorrectable", limit.expected(), one)
+
+
+def check_remap(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+    """gpu.remap: no row remap pending (needs reset) and no remapping failure (needs RMA)."""
+    ev = f.evidence("nvsmi")
+
+    def one(g: NvsmiGpu) -> Verdict:
+        rr = g.remapped_rows
+        if rr is None or (rr.pending is None and rr.failure is None):
+            if p.row_remap_required:
+                return error(
+                    "gpu.remap",
+                    f.node,
+                    gpu_name(g),
+                    "no row remapper state in nvidia-smi",
+                    expected=REMAP_OK,
+                    evidence=ev,
+                )
+            return judged(
+                "gpu.remap",
+                f.node,
+                True,
+                gpu_name(g),
+                "n/a",
+                "n/a",
+                "no row remapper (pre-Ampere): see gpu.retired_pages",
+                evidence=ev,
+            )
+        got = f"pending {_yn(rr.pending)}, failure {_yn(rr.failure)}"
+        if rr.failure:
+            fix = "row remapping failed: drain the node and RMA the GPU"
+        elif rr.pending:
+            fix = "drain and reset the GPU to apply the pending row remap, then requalify"
+        else:
+            fix = None
+        return judged(
+            "gpu.remap",
+            f.node,
+            fix is None,
+            gpu_name(g),
+            got,
+            REMAP_OK,
+            f"remapped rows: uncorrectable {rr.uncorrectable}, correctable {rr.correctable}, {got}",
+            remediation=fix,
+            evidence=ev,
+        )
+
+    return per_gpu(f, "gpu.remap", REMAP_OK, one)
+
+
+def _yn(v: bool | None) -> str:
+    return "?" if v is None else ("Yes" if v else "No")
+
+
+def check_retired_pages(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+    """gpu.retired_pages: (pre-Ampere) retired pages under NVIDIA's limit, none pending."""
+    limit = p.retired_pages
+    ev = f.evidence("nvsmi")
+
+    def one(g: NvsmiGpu) -> Verdict:
+        rp = g.retired_pages
+        counts = (rp.single_bit_count, rp.double_bit_count) if rp is not None else (None, None)
+        if rp is None or (counts == (None, None) and rp.pending is None):
+            if g.remapped_rows is not None and g.remapped_rows.pending is not None:
+                return judged(
+                    "gpu.retired_pages",
+                    f.node,
+                    True,
+                    gpu_name(g),
+                    "n/a",
+                    "n/a",
+                    "no page retirement: this GPU remaps rows (gpu.remap)",
+                    evidence=ev,
+                )
+            return error(
+                "gpu.retired_pages",
+                f.node,
+                gpu_name(g),
+                "neither retired pages nor remapped rows reported",
+                expected=limit.expected(),
+                evidence=ev,
+            )
+        total = sum(c or 0 for c in counts)
+        return judged(
+            "gpu.retired_pages",
+            f.node,
+            limit.holds(total) and not rp.pending,
+            gpu_name(g),
+            total,
+            f"{limit.expected()}, none pending",
+            f"retired pages SBE {counts[0]}, DBE {counts[1]}, pending {_yn(rp.pending)}",
+            unit=limit.unit,
+            remediation="pending retirement: reset the GPU; at the limit: RMA the GPU",
+            evidence=ev,
+        )
+
+    return per_gpu(f, "gpu.retired_pages", limit.expected(), one)

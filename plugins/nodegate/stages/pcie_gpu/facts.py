@@ -1,0 +1,114 @@
+"""One node's pcie_gpu facts, read through the parsers; a None fact has its reason in `errors`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from nodegate.errors import ParseError
+from nodegate.model import NodeOutcome
+from nodegate.parsers.dcgm import DcgmDiag, parse_dcgmi_diag_json
+from nodegate.parsers.fabricmanager import FabricManagerStatus, parse_fabricmanager_status
+from nodegate.parsers.gpu_facts import NvsmiGpu
+from nodegate.parsers.journalctl import parse_kernel_window
+from nodegate.parsers.kernel_log import KernelLogEvents
+from nodegate.parsers.lspci_bridges import LspciView, parse_lspci_view
+from nodegate.parsers.nvlink import NvlinkStatus, parse_nvlink_status
+from nodegate.parsers.nvsmi_text import NvsmiTextReport, parse_nvsmi_text
+from nodegate.stages.base import OutcomeReader
+from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
+
+STAGE_NAME = "pcie_gpu"
+NOT_INSTALLED = 127  # the shell's "command not found"
+# nvidia-smi exits 6 (NVML_ERROR_NOT_FOUND) with "No devices were found" when it sees no GPU.
+NVSMI_NO_DEVICES = 6
+# `systemctl status` exits 3 for an inactive unit and 4 for an unknown one, with the status
+# text on stdout (or stderr, for an unknown unit) either way: the text is the answer.
+SYSTEMCTL_STATUS_RCS = (0, 3, 4)
+
+
+@dataclass(frozen=True, slots=True)
+class PcieGpuFacts:
+    """What the pcie_gpu checks judge on one node."""
+
+    node: str
+    nvsmi: NvsmiTextReport | None
+    nvsmi_no_devices: bool  # nvidia-smi answered "No devices were found"
+    lspci: LspciView | None
+    nvlink: NvlinkStatus | None
+    klog: KernelLogEvents | None
+    fm: FabricManagerStatus | None  # None too when the profile has no fabric manager
+    dcgm: DcgmDiag | None
+    errors: Mapping[str, str]  # command id -> why its fact is None
+    evidence_of: Mapping[str, str]  # command id -> its raw evidence path
+
+    @property
+    def gpus(self) -> tuple[NvsmiGpu, ...]:
+        return self.nvsmi.gpus if self.nvsmi is not None else ()
+
+    def why(self, cmd_id: str) -> str:
+        return self.errors.get(cmd_id, f"no usable output of {cmd_id}")
+
+    def absent(self, cmd_id: str) -> bool:
+        """The command's tool is not installed (exit 127)."""
+        return self.errors.get(cmd_id, "").startswith("absent:")
+
+    def evidence(self, *cmd_ids: str) -> tuple[str, ...]:
+        return tuple(self.evidence_of[c] for c in cmd_ids if c in self.evidence_of)
+
+    def gpu_by_bdf(self, bdf: str) -> NvsmiGpu | None:
+        return next((g for g in self.gpus if g.pci_bus_id == bdf), None)
+
+
+def read_facts(outcome: NodeOutcome, profile: PcieGpuProfile) -> PcieGpuFacts:
+    """Parse every command of the stage for one reachable node."""
+    reader = OutcomeReader(STAGE_NAME, outcome)
+    nvsmi = reader.parse("nvsmi", parse_nvsmi_text, absent_rcs=(NOT_INSTALLED,))
+    if nvsmi is not None and nvsmi.fragment:
+        reader.errors["nvsmi"] = "`nvidia-smi -q` printed no `GPU <bus id>` block"
+        nvsmi = None
+    res = reader.result("nvsmi")
+    lspci = reader.parse("lspci", parse_lspci_view, absent_rcs=(NOT_INSTALLED,))
+    nvlink = reader.parse("nvlink", parse_nvlink_status, absent_rcs=(NOT_INSTALLED,))
+    klog = reader.parse("kernel_log", parse_kernel_window, absent_rcs=(NOT_INSTALLED,))
+    fm = _fabric_manager(reader) if profile.fabric_manager else None
+    dcgm = _dcgm(reader)
+    return PcieGpuFacts(
+        node=outcome.node,
+        nvsmi=nvsmi,
+        nvsmi_no_devices=nvsmi is None and res is not None and res.rc == NVSMI_NO_DEVICES,
+        lspci=lspci,
+        nvlink=nvlink,
+        klog=klog,
+        fm=fm,
+        dcgm=dcgm,
+        errors=MappingProxyType(dict(reader.errors)),
+        evidence_of=MappingProxyType(
+            {c: r.evidence for c, r in outcome.results.items() if r.evidence}
+        ),
+    )
+
+
+def _fabric_manager(reader: OutcomeReader) -> FabricManagerStatus | None:
+    """`systemctl status nvidia-fabricmanager`: its text, whatever the unit's state."""
+    r = reader.result("fabricmanager")
+    if r is None or r.timed_out or r.rc not in SYSTEMCTL_STATUS_RCS:
+        return reader.parse("fabricmanager", parse_fabricmanager_status)
+    try:
+        return parse_fabricmanager_status(r.stdout or r.stderr)
+    except ParseError as exc:
+        reader.errors["fabricmanager"] = f"unrecognized output of `{r.cmd}`: {exc.reason}"
+        return None
+
+
+def _dcgm(reader: OutcomeReader) -> DcgmDiag | None:
+    """`dcgmi diag -j`: it exits non-zero (226) when a test fails, with the whole JSON document."""
+    r = reader.result("dcgm")
+    if r is None or r.timed_out or r.rc == NOT_INSTALLED or not r.stdout.strip():
+        return reader.parse("dcgm", parse_dcgmi_diag_json, absent_rcs=(NOT_INSTALLED,))
+    try:
+        return parse_dcgmi_diag_json(r.stdout)
+    except ParseError as exc:
+        reader.errors["dcgm"] = f"unrecognized output of `{r.cmd}` (rc {r.rc}): {exc.reason}"
+        return None

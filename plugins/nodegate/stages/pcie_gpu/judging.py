@@ -1,0 +1,45 @@
+"""What every pcie_gpu check shares: GPU component names, per-GPU judging, command errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from nodegate.model import Verdict
+from nodegate.parsers.gpu_facts import NvsmiGpu
+from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
+from nodegate.verdicts import error
+
+
+def gpu_name(g: NvsmiGpu) -> str:
+    """`GPU3 0000:5d:00.0 serial 1650124032506`: index, BDF and serial of one GPU."""
+    parts = [f"GPU{g.index}", g.pci_bus_id or "bdf?"]
+    if g.serial:
+        parts.append(f"serial {g.serial}")
+    return " ".join(parts)
+
+
+def cmd_error(f: PcieGpuFacts, check: str, component: str, expected: Any, cmd: str) -> Verdict:
+    """Could not judge: the command's failure, never a pass."""
+    return error(check, f.node, component, f.why(cmd), expected=expected, evidence=f.evidence(cmd))
+
+
+def per_gpu(
+    f: PcieGpuFacts, check: str, expected: Any, one: Callable[[NvsmiGpu], Verdict]
+) -> list[Verdict]:
+    """`one` for every GPU nvidia-smi reported; ERROR when there is none to judge."""
+    if f.nvsmi is None:
+        return [cmd_error(f, check, "GPUs", expected, "nvsmi")]
+    out = [one(g) for g in f.gpus]
+    if not out:
+        none = error(
+            check,
+            f.node,
+            "GPUs",
+            "nvidia-smi reported no GPU",
+            expected=expected,
+            evidence=f.evidence("nvsmi"),
+        )
+        out.append(replace(none, observed=0))  # it answered, listing zero GPUs
+    return out

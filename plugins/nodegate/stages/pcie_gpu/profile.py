@@ -1,0 +1,151 @@
+"""The typed `pcie_gpu` section of a profile, built once from the schema-validated mapping.
+
+>>> prof.typed("pcie_gpu", PcieGpuProfile.of).pcie_width.holds(16)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal, cast
+
+from nodegate.thresholds import Threshold
+from nodegate.versions import check_version
+
+XidAction = Literal["ignore", "reset", "reboot", "drain_rma"]
+# Mildest first: a GPU's Xid verdict takes the most severe action among its codes.
+XID_ACTIONS: tuple[XidAction, ...] = ("ignore", "reset", "reboot", "drain_rma")
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRule:
+    """Allowed versions: glob allow-list and numeric bounds (`{min: "535.104.05"}`)."""
+
+    required: bool
+    allowed: tuple[str, ...] = ()
+    min: str | None = None
+    max: str | None = None
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> VersionRule:
+        allowed = tuple(str(a) for a in doc.get("allowed") or ())
+        low, high = doc.get("min"), doc.get("max")
+        return cls(
+            bool(doc["required"]),
+            allowed,
+            None if low is None else str(low),
+            None if high is None else str(high),
+        )
+
+    def check(self, observed: str) -> tuple[bool, str]:
+        """(ok, expectation text): `(True, ">= 535.104.05")`."""
+        rule: dict[str, Any] = {"allowed": list(self.allowed), "min": self.min, "max": self.max}
+        return check_version(observed, rule)
+
+
+@dataclass(frozen=True, slots=True)
+class XidRule:
+    """What one Xid code means and what it asks of the operator."""
+
+    meaning: str
+    action: XidAction
+
+
+@dataclass(frozen=True, slots=True)
+class XidTable:
+    """Xid codes (NVIDIA's catalogue, via `extends: _nvidia-xid`) and the kernel-log window."""
+
+    window_hours: int
+    unknown_action: XidAction
+    codes: Mapping[int, XidRule]
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> XidTable:
+        codes = {
+            int(code): XidRule(str(e["meaning"]), cast(XidAction, e["action"]))
+            for code, e in doc["codes"].items()
+        }
+        return cls(
+            int(doc["window_hours"]),
+            cast(XidAction, doc["unknown_action"]),
+            MappingProxyType(dict(sorted(codes.items()))),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkSpec:
+    """NVLink per GPU: how many links (`{equal: 18}`) and each link's speed (`{min: 26.562}`)."""
+
+    links_per_gpu: Threshold
+    speed: Threshold
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmSettings:
+    """How `dcgmi diag` runs (level, deadline) and what it may answer."""
+
+    level: int
+    timeout_s: float
+    required: bool
+    allow_warn: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PcieGpuProfile:
+    """What a good node's GPUs look like, per `schemas/profile.pcie_gpu.schema.json`."""
+
+    gpu_count: Threshold
+    pci_device_ids: tuple[str, ...]
+    driver: VersionRule
+    pcie_gen: Threshold
+    pcie_width: Threshold
+    switch_ports: bool  # judge the bridges above each GPU (a VM hides them)
+    ecc_enabled: bool
+    ecc_volatile_uncorrectable: Threshold
+    row_remap_required: bool
+    retired_pages: Threshold
+    xid: XidTable
+    nvlink: NvlinkSpec | None  # None: the SKU has no NVLink
+    fabric_manager: bool
+    clock_fail_reasons: tuple[str, ...]
+    persistence_mode: bool
+    dcgm: DcgmSettings
+
+    @classmethod
+    def of(cls, sec: Mapping[str, Any]) -> PcieGpuProfile:
+        """From the validated `pcie_gpu` section of a profile."""
+
+        def th(*path: str) -> Threshold:
+            doc: Any = sec
+            for key in path:
+                doc = doc[key]
+            return Threshold.from_profile(doc, ".".join(("pcie_gpu", *path)))
+
+        nvl, dcgm = sec["nvlink"], sec["dcgm"]
+        return cls(
+            gpu_count=th("gpu", "count"),
+            pci_device_ids=tuple(str(x).lower() for x in sec["gpu"]["pci_device_ids"]),
+            driver=VersionRule.of(sec["driver"]),
+            pcie_gen=th("pcie", "gen"),
+            pcie_width=th("pcie", "width"),
+            switch_ports=bool(sec["pcie"]["switch_ports"]),
+            ecc_enabled=bool(sec["ecc"]["enabled"]),
+            ecc_volatile_uncorrectable=th("ecc", "volatile_uncorrectable"),
+            row_remap_required=bool(sec["row_remap"]["required"]),
+            retired_pages=th("retired_pages", "total"),
+            xid=XidTable.of(sec["xid"]),
+            nvlink=None
+            if nvl is None
+            else NvlinkSpec(th("nvlink", "links_per_gpu"), th("nvlink", "speed")),
+            fabric_manager=bool(sec["fabric"]["manager"]),
+            clock_fail_reasons=tuple(str(r) for r in sec["clocks"]["fail_reasons"]),
+            persistence_mode=bool(sec["persistence_mode"]),
+            dcgm=DcgmSettings(
+                int(dcgm["level"]),
+                float(dcgm["timeout_s"]),
+                bool(dcgm["required"]),
+                bool(dcgm["allow_warn"]),
+            ),
+        )

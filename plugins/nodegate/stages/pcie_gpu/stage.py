@@ -1,0 +1,47 @@
+"""Stage `pcie_gpu`: GPU count and model, driver, PCIe links (GPU and switch ports), ECC, row
+remapping, retired pages, Xid events, NVLink, fabric manager, clock event reasons, persistence
+mode and DCGM diag, each judged per GPU against the profile's `pcie_gpu` section.
+"""
+
+from __future__ import annotations
+
+from nodegate.inventory import Node
+from nodegate.model import CommandSpec, NodeOutcome
+from nodegate.profiles import Profile
+from nodegate.stages.base import PassiveStage
+from nodegate.stages.pcie_gpu.checks import CHECKS
+from nodegate.stages.pcie_gpu.facts import STAGE_NAME, PcieGpuFacts, read_facts
+from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
+
+CMD_TIMEOUT_S = 60.0
+
+
+class PcieGpuStage(PassiveStage[PcieGpuFacts, PcieGpuProfile]):
+    name = STAGE_NAME
+    checks = CHECKS
+
+    def commands(self, node: Node, profile: Profile) -> list[CommandSpec]:
+        p = self.profile_of(profile)
+        t = CMD_TIMEOUT_S
+        since = f"-{p.xid.window_hours}h"
+        cmds = [
+            CommandSpec("nvsmi", "nvidia-smi -q", t),
+            CommandSpec("lspci", "lspci -vvv", t),
+            CommandSpec("nvlink", "nvidia-smi nvlink -s", t),
+            CommandSpec("kernel_log", f"journalctl -k --since {since} -o short-iso --no-pager", t),
+        ]
+        if p.fabric_manager:
+            cmds.append(
+                CommandSpec("fabricmanager", "systemctl status nvidia-fabricmanager --no-pager", t)
+            )
+        cmds.append(CommandSpec("dcgm", f"dcgmi diag -r {p.dcgm.level} -j", p.dcgm.timeout_s))
+        return cmds
+
+    def profile_of(self, profile: Profile) -> PcieGpuProfile:
+        return profile.typed(self.name, PcieGpuProfile.of)
+
+    def facts(self, outcome: NodeOutcome, profile: PcieGpuProfile) -> PcieGpuFacts:
+        return read_facts(outcome, profile)
+
+
+STAGE = PcieGpuStage()
