@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import check_expected, corpus_text
 from nodegate.errors import ParseError
 from nodegate.parsers.journalctl import NO_ENTRIES, parse_kernel_window
 from nodegate.parsers.kernel_log import TOOL, KernelLogEvents, parse_kernel_log
+
+from tests.parsers.conftest import check_expected, corpus_text
 
 ISO = "gpu/dmesg__xid-13-43-sm-warp-exception-decode-iso.txt"
 EMPTY = KernelLogEvents((), (), (), (), (), (), 0)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import check_expected, corpus_text
 from nodegate.errors import ParseError
 from nodegate.parsers.lspci import gpus
 from nodegate.parsers.lspci_bridges import LspciView, parse_lspci_view
+
+from tests.parsers.conftest import check_expected, corpus_text
 
 VVV = "gpu/lspci-vvv__hgx-h100-8gpu-dell-pex890xx-cx7-nvswitch.txt"
 NN = "gpu/lspci-nn__azure-nd-a100-v4-8gpu-nvswitch-cx6-vf.txt"
