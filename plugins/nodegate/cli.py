@@ -8,16 +8,10 @@ import json
 import sys
 from pathlib import Path
 
+from nodegate import bundled
 from nodegate.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SIM_ROOT = Path(".nodegate") / "sim"
-
-
-def _repo_path(*parts: str) -> Path:
-    """A path in the source checkout (demo model, suites); falls back to the cwd."""
-    p = REPO.joinpath(*parts)
-    return p if p.exists() else Path.cwd().joinpath(*parts)
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
@@ -62,7 +56,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from nodegate.sim.fleet import build_fleet
 
     root = Path(args.dir)
-    model = args.model or str(_repo_path("inventories", "sim", "demo.yaml"))
+    model = args.model or str(bundled.demo_model())
     fleet = build_fleet(model, root, subnet=args.subnet)
     print(f"nodegate demo: simulated fleet from {model} -> {fleet.root}")
     fleet.start()
@@ -70,18 +64,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"  {st.nodes} nodes, {st.running} sshd daemons, {st.listening} addresses listening")
     try:
         pytest_args = [
-            str(_repo_path("suites")),
+            *bundled.suite_args(),
             f"--inventory={fleet.root / 'inventory.yaml'}",
-            f"--rootdir={_repo_path()}",
             "-p",
             "no:cacheprovider",
             "-q",
             "--no-header",
             "-rN",
             "--tb=no",
-            # nodegate is imported by this CLI before pytest starts; nothing to rewrite in it.
-            "-W",
-            "ignore::pytest.PytestAssertRewriteWarning",
+            # The suites assert through nodegate_check: nothing to rewrite, so no rewritten
+            # bytecode is written beside an installed package (nor a warning that the
+            # already imported nodegate cannot be rewritten).
+            "--assert=plain",
             *args.pytest_args,
         ]
         print("  pytest " + " ".join(pytest_args), flush=True)
@@ -92,7 +86,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"fleet stopped ({fleet.root})")
         else:
             print(f"fleet left running; stop it with: nodegate sim stop --dir {fleet.root}")
-    reports = _repo_path("reports", "latest")
+    reports = bundled.default_reports_dir(bundled.suites_rootdir()) / "latest"
     if reports.exists():
         print(f"reports: {reports.resolve()}  (admission.json, junit.xml, verdicts.json, raw/)")
     print(f"exit code {rc} ({ {0: 'all admitted', 1: 'some nodes rejected'}.get(rc, 'error') })")
@@ -110,7 +104,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
     inv = load_inventory(args.inventory)
     nodes = list(inv.select(args.nodes))
-    lib = ProfileLibrary([*(args.profiles_dir or []), str(_repo_path("inventories", "profiles"))])
+    lib = ProfileLibrary([*(args.profiles_dir or []), str(bundled.profiles_dir())])
     out = Path(args.out)
     ev = EvidenceWriter(out, args.transport)
     transport: Transport
@@ -159,7 +153,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import pytest
 
-    return int(pytest.main([str(_repo_path("suites")), *args.pytest_args]))
+    return int(pytest.main([*bundled.suite_args(), *args.pytest_args]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
 
     s = sub.add_parser("sim", help="simulated fleet: build, start, stop, status, up")
     s.add_argument("action", choices=["build", "start", "stop", "status", "up"])
-    s.add_argument("--model", default=str(_repo_path("inventories", "sim", "demo.yaml")))
+    s.add_argument("--model", default=str(bundled.demo_model()))
     s.add_argument("--dir", default=str(DEFAULT_SIM_ROOT / "demo"))
     s.add_argument("--subnet", default="127.77")
     s.add_argument("--port", type=int, default=None)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from nodegate import bundled
 from nodegate.engine import Engine, LoopThread, RunResult
 from nodegate.errors import ConfigError
 from nodegate.gate import admission_doc, decide, write_admission
@@ -131,7 +132,7 @@ def _build_state(config: pytest.Config, inv_path: str, workerinput: Any) -> RunS
     extra = _opt(config, "--profiles-dir") or []
     if isinstance(extra, str):  # the ini twin: whitespace-separated directories
         extra = extra.split()
-    lib = ProfileLibrary([*extra, str(Path(config.rootpath) / "inventories" / "profiles")])
+    lib = ProfileLibrary([*extra, str(bundled.profiles_dir())])
     forced = _opt(config, "--profile")
     profiles: dict[str, Profile] = {}
     for n in nodes:
@@ -143,7 +144,8 @@ def _build_state(config: pytest.Config, inv_path: str, workerinput: Any) -> RunS
         run_dir = Path(workerinput["nodegate_run_dir"])
         run_id = run_dir.name
     else:
-        reports = Path(_opt(config, "--reports-dir", str(Path(config.rootpath) / "reports")))
+        default_reports = bundled.default_reports_dir(Path(config.rootpath))
+        reports = Path(_opt(config, "--reports-dir", str(default_reports)))
         run_id = _opt(config, "--run-id") or (
             dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
         )
