@@ -39,7 +39,7 @@ def test_run_passes_every_argument_to_pytest(monkeypatch):
     monkeypatch.setattr(pytest, "main", lambda args: seen.append(args) or 5)
     argv = ["--inventory", "x.yaml", "-m", "reach", "--nodes", "gpu[1-2]", "-k", "not x", "--"]
     assert cli.main(["run", *argv]) == 5
-    assert seen == [[str(bundled.suites_dir()), *REWRITE, *argv]]
+    assert seen == [[*bundled.suite_args(), *REWRITE, *argv]]
 
 
 def test_run_options_reach_the_plugin(inv, tmp_path):
