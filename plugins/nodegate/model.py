@@ -53,10 +53,11 @@ class CommandResult:
     duration_s: float | None
     timed_out: bool = False
     evidence: str | None = None  # path of the raw file, relative to the run directory
+    truncated: str | None = None  # why the output is not whole (cut at the cap, NUL bytes)
 
     @property
     def ok(self) -> bool:
-        return self.rc == 0 and not self.timed_out
+        return self.rc == 0 and not self.timed_out and self.truncated is None
 
 
 @dataclass(frozen=True, slots=True)

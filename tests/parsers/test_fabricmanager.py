@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CORPUS, check_expected, corpus_text
 from nodegate.errors import ParseError
 from nodegate.parsers.fabricmanager import (
     LOG_TOOL,
@@ -11,6 +10,8 @@ from nodegate.parsers.fabricmanager import (
     parse_fabricmanager_log,
     parse_fabricmanager_status,
 )
+
+from conftest import CORPUS, check_expected, corpus_text
 
 STATUS_FILES = sorted(p.name for p in (CORPUS / "gpu").glob("systemctl-status-*"))
 LOG_FILES = sorted(p.name for p in (CORPUS / "gpu").glob("fabricmanager-log__*"))

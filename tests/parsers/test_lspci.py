@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import CORPUS, check_expected, corpus_text
 from nodegate.errors import ParseError
 from nodegate.parsers.lspci import (
     gpus,
@@ -16,6 +15,8 @@ from nodegate.parsers.lspci import (
     pcie_gen,
     pcie_switch_ports,
 )
+
+from conftest import CORPUS, check_expected, corpus_text
 
 FILES = sorted(p.name for p in (CORPUS / "gpu").glob("lspci*")) + sorted(
     p.name for p in (CORPUS / "net").glob("lspci*")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CORPUS, check_expected, corpus_text, cut_corpus
 from nodegate.errors import ParseError
 from nodegate.parsers.nvlink import TOOL, NvlinkCondition, parse_nvlink_status
+
+from conftest import CORPUS, check_expected, corpus_text, cut_corpus
 
 FILES = sorted(p.name for p in (CORPUS / "gpu").glob("nvidia-smi-nvlink-*"))
 A100_8 = "gpu/nvidia-smi-nvlink-status__a100-sxm4-80gb-8gpu-12links.txt"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CORPUS, check_expected, corpus_text
 from nodegate.errors import ParseError
 from nodegate.parsers.nvsmi_csv import HELP_TOOL, TOOL, parse_nvsmi_csv, parse_nvsmi_help_query
+
+from conftest import CORPUS, check_expected, corpus_text
 
 FILES = sorted(p.name for p in (CORPUS / "gpu").glob("nvidia-smi-query-*"))
 HELP_FILES = sorted(p.name for p in (CORPUS / "gpu").glob("nvidia-smi-help-query-gpu__*"))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CORPUS, check_expected, corpus_text
 from nodegate.errors import ParseError
 from nodegate.parsers.nvsmi_text import TOOL, parse_nvsmi_text
 from nodegate.parsers.nvsmi_xml import parse_nvsmi_xml
+
+from conftest import CORPUS, check_expected, corpus_text
 
 PATTERNS = ("nvidia-smi-q__*", "nvidia-smi-q-d-*", "nvidia-smi-q-fragment__*")
 FILES = sorted(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CORPUS, check_expected, corpus_text
 from nodegate.errors import ParseError
 from nodegate.parsers.nvsmi_xml import TOOL, parse_nvsmi_xml
+
+from conftest import CORPUS, check_expected, corpus_text
 
 FILES = sorted(p.name for p in (CORPUS / "gpu").glob("nvidia-smi-q-x__*"))
 A100_MIG = "gpu/nvidia-smi-q-x__a100-sxm4-80gb-mig-4x1g-driver535.54.03-dtd-v12.xml"

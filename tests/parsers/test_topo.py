@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CORPUS, check_expected, corpus_text, cut_corpus
 from nodegate.errors import ParseError
 from nodegate.parsers.topo import TOOL, parse_topo_matrix
+
+from conftest import CORPUS, check_expected, corpus_text, cut_corpus
 
 FILES = sorted(p.name for p in (CORPUS / "gpu").glob("nvidia-smi-topo-m__*"))
 A100 = "gpu/nvidia-smi-topo-m__a100-sxm4-80gb-8gpu-8nic-roce-nic-legend-driver525.txt"

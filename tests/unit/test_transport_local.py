@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 
 from nodegate.model import CommandSpec, Reach
+from nodegate.transport import script as script_module
 from nodegate.transport.evidence import EvidenceWriter, resolve_evidence
 from nodegate.transport.local import LocalTransport, ReplayTransport
+from nodegate.transport.script import build_script, parse_frames
 
 
 def test_local_session_writes_evidence_and_replays(tmp_path):
@@ -49,12 +52,17 @@ def test_replay_refuses_a_different_command(tmp_path):
     assert missing["n2"].reach is Reach.ERROR
 
 
-def test_session_deadline_keeps_partial_output(tmp_path):
+def test_session_deadline_keeps_partial_output(tmp_path, monkeypatch):
     t = LocalTransport()
+    monkeypatch.setattr(script_module, "SESSION_SLACK_S", 0.0)
 
     async def go():
         # Bypass per-command deadlines: a session deadline shorter than the command.
-        return await t._session("x", "echo first\nsleep 5\necho never\n", 0.5)
+        script = build_script([CommandSpec("a", "echo first", 0.1), CommandSpec("b", "sleep 9")])
+        return await t._session("x", dataclasses.replace(script, specs=script.specs[:1]))
 
     s = asyncio.run(go())
-    assert s.reach is Reach.TIMEOUT and s.stdout == "first\n" and "deadline" in s.detail
+    assert s.reach is Reach.TIMEOUT and "deadline" in s.detail
+    frames = parse_frames(build_script([]), b"")
+    assert frames.results == {}
+    assert b" F a 0 " in s.stdout and b"first\nx" in s.stdout and b" F b " not in s.stdout

@@ -163,6 +163,9 @@ class OutcomeReader:
                 f" after {r.duration_s:.1f} s" if r.duration_s else ""
             )
             return None
+        if r.truncated:
+            self.errors[cmd_id] = f"output of `{r.cmd}` not usable: {r.truncated}"
+            return None
         if r.rc in absent_rcs:
             self.errors[cmd_id] = f"absent: `{r.cmd}` exited {r.rc}: {_first_line(r.stderr)}"
             return None

@@ -13,7 +13,7 @@ from nodegate.model import CommandSpec, NodeOutcome, Reach
 from nodegate.settings import DEFAULT_FANOUT
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.process import RemoteProcess, SpawnError
-from nodegate.transport.script import build_script, parse_frames
+from nodegate.transport.script import DEFAULT_MAX_BYTES, StageScript, build_script, parse_frames
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,8 +21,8 @@ class Session:
     """What one node session returned: how far it got, its two streams, connections opened."""
 
     reach: Reach
-    stdout: str = ""
-    stderr: str = ""
+    stdout: bytes = b""
+    stderr: bytes = b""
     detail: str = ""
     connects: int = 0
 
@@ -31,20 +31,32 @@ class _Readable(Protocol):
     async def read(self, n: int = -1) -> bytes: ...
 
 
-async def read_until(stream: _Readable, deadline: float) -> tuple[str, bool]:
-    """Read a stream to EOF or until the monotonic `deadline`; (text so far, timed_out)."""
+async def read_until(
+    stream: _Readable, deadline: float, limit: int | None = None
+) -> tuple[bytes, bool]:
+    """Read a stream to EOF, until the monotonic `deadline`, or until `limit` bytes;
+    (bytes so far, stopped early)."""
     chunks: list[bytes] = []
+    size = 0
     while True:
         left = deadline - time.monotonic()
-        if left <= 0:
-            return b"".join(chunks).decode("utf-8", "replace"), True
+        if left <= 0 or (limit is not None and size > limit):
+            return b"".join(chunks), True
         try:
             chunk = await asyncio.wait_for(stream.read(65536), left)
         except asyncio.TimeoutError:
-            return b"".join(chunks).decode("utf-8", "replace"), True
+            return b"".join(chunks), True
         if not chunk:
-            return b"".join(chunks).decode("utf-8", "replace"), False
+            return b"".join(chunks), False
         chunks.append(chunk)
+        size += len(chunk)
+
+
+def session_limit_reason(script_limit: int, got: int) -> str | None:
+    """Why a session was stopped for sending too much, or None."""
+    if got > script_limit:
+        return f"node sent more than {script_limit} bytes (output caps exceeded): session closed"
+    return None
 
 
 class Transport(abc.ABC):
@@ -53,12 +65,17 @@ class Transport(abc.ABC):
     name = "abstract"
 
     def __init__(
-        self, *, fanout: int = DEFAULT_FANOUT, evidence: EvidenceWriter | None = None
+        self,
+        *,
+        fanout: int = DEFAULT_FANOUT,
+        evidence: EvidenceWriter | None = None,
+        max_output_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         if fanout < 1:
             raise ValueError("fanout must be >= 1")
         self.fanout = fanout
         self.evidence = evidence
+        self.max_output_bytes = max_output_bytes
         self._sem: asyncio.Semaphore | None = None
 
     @property
@@ -68,22 +85,29 @@ class Transport(abc.ABC):
         return self._sem
 
     @abc.abstractmethod
-    async def _session(self, node: str, script_text: str, deadline_s: float) -> Session:
-        """Run `script_text` on `node` within `deadline_s`; whatever came back, as data."""
+    async def _session(self, node: str, script: StageScript) -> Session:
+        """Run `script` on `node` within its deadline and byte limit; whatever came back."""
 
     async def run_node(self, node: str, stage: str, specs: Sequence[CommandSpec]) -> NodeOutcome:
         """One round trip: all of `specs` in one session on `node`."""
-        script = build_script(specs)
+        script = build_script(specs, max_bytes=self.max_output_bytes)
         t0 = time.monotonic()
         async with self.sem:
             try:
-                s = await self._session(node, script.text, script.deadline_s)
+                s = await self._session(node, script)
             except Exception as exc:  # noqa: BLE001 - a transport bug must not lose the fleet
                 s = Session(Reach.ERROR, detail=f"{type(exc).__name__}: {exc}")
         reach, detail, connects = s.reach, s.detail, s.connects
-        results, complete = parse_frames(script, s.stdout, s.stderr)
-        if reach is Reach.OK and not complete:
-            detail = detail or "session ended before every command reported"
+        frames = parse_frames(script, s.stdout)
+        results = frames.results
+        if frames.problem is not None:
+            reach = Reach.ERROR if reach is Reach.OK else reach
+            detail = "; ".join(x for x in (detail, frames.problem) if x)
+        elif reach is Reach.OK and not frames.done:
+            shell = s.stderr.decode("utf-8", "replace").strip().splitlines()
+            detail = detail or "session ended before every command reported" + (
+                f" ({shell[-1][:200]})" if shell else ""
+            )
         outcome = NodeOutcome(
             node=node,
             reach=reach,

@@ -48,9 +48,11 @@ class EvidenceWriter:
                 "rc": r.rc,
                 "timed_out": r.timed_out,
                 "duration_s": r.duration_s,
-                "stdout": r.stdout,
-                "stderr": r.stderr,
+                "stdout": _kept(r.stdout, r.truncated),
+                "stderr": _kept(r.stderr, r.truncated),
             }
+            if r.truncated:
+                commands[cid]["truncated"] = r.truncated
             results[cid] = dataclasses.replace(r, evidence=f"{rel}#{cid}")
         doc = {
             "bundle_version": BUNDLE_VERSION,
@@ -65,6 +67,21 @@ class EvidenceWriter:
         }
         (d / f"{stage}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         return dataclasses.replace(outcome, results=results)
+
+
+# A cut output keeps its head and tail in the evidence (what a reader needs to see why).
+EVIDENCE_KEEP_BYTES = 64 * 1024
+
+
+def _kept(text: str, truncated: str | None) -> str:
+    if truncated is None or len(text) <= 2 * EVIDENCE_KEEP_BYTES:
+        return text
+    omitted = len(text) - 2 * EVIDENCE_KEEP_BYTES
+    return (
+        text[:EVIDENCE_KEEP_BYTES]
+        + f"\n[... nodegate: {omitted} characters omitted ...]\n"
+        + text[-EVIDENCE_KEEP_BYTES:]
+    )
 
 
 def read_capture(root: Path, node: str, stage: str) -> dict[str, Any] | None:

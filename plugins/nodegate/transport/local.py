@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach
-from nodegate.transport.base import Session, Transport, read_until
+from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter, capture_reach, read_capture
 from nodegate.transport.process import RemoteProcess, kill_script, wrap
-from nodegate.transport.script import LAUNCHER
+from nodegate.transport.script import LAUNCHER, StageScript
 
 
 class LocalTransport(Transport):
@@ -24,7 +24,7 @@ class LocalTransport(Transport):
 
     name = "local"
 
-    async def _session(self, node: str, script_text: str, deadline_s: float) -> Session:
+    async def _session(self, node: str, script: StageScript) -> Session:
         proc = await asyncio.create_subprocess_exec(
             "bash",
             "-c",
@@ -35,21 +35,25 @@ class LocalTransport(Transport):
             start_new_session=True,
         )
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        proc.stdin.write(script_text.encode())
+        proc.stdin.write(script.text.encode())
         await proc.stdin.drain()
         proc.stdin.close()
-        deadline = time.monotonic() + deadline_s
+        deadline = time.monotonic() + script.deadline_s
+        limit = script.max_session_bytes
         (out, t1), (err, t2) = await asyncio.gather(
-            read_until(proc.stdout, deadline), read_until(proc.stderr, deadline)
+            read_until(proc.stdout, deadline, limit), read_until(proc.stderr, deadline, limit)
         )
         if t1 or t2:
             # The script's children (the hung command) hold the pipes: end the whole group.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
+        too_much = session_limit_reason(limit, max(len(out), len(err)))
+        if too_much:
+            return Session(Reach.ERROR, out, err, too_much)
         if t1 or t2:
             return Session(
-                Reach.TIMEOUT, out, err, f"session exceeded its {deadline_s:g} s deadline"
+                Reach.TIMEOUT, out, err, f"session exceeded its {script.deadline_s:g} s deadline"
             )
         return Session(Reach.OK, out, err)
 
@@ -100,7 +104,7 @@ class ReplayTransport(Transport):
         if not self.bundle.is_dir():
             raise FileNotFoundError(f"replay bundle {self.bundle} is not a directory")
 
-    async def _session(self, node: str, script_text: str, deadline_s: float) -> Session:
+    async def _session(self, node: str, script: StageScript) -> Session:
         raise NotImplementedError  # run_node is overridden: a replay has no script
 
     async def run_node(self, node: str, stage: str, specs: Sequence[CommandSpec]) -> NodeOutcome:
@@ -135,6 +139,7 @@ class ReplayTransport(Transport):
                     stderr=c.get("stderr", ""),
                     duration_s=c.get("duration_s"),
                     timed_out=bool(c.get("timed_out", False)),
+                    truncated=c.get("truncated"),
                 )
             if missing and reach is Reach.OK:
                 detail = "not in the capture: " + ", ".join(missing)

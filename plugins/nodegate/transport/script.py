@@ -1,11 +1,20 @@
 """One round trip per node per stage: a generated bash script that frames each command's output.
 
-Each command runs under its own `timeout`. Its stdout streams back on the session's stdout and
-its stderr on the session's stderr, each between nonce-tagged marker lines; the closing stdout
-marker carries the rc and timestamps. Nothing is written on the node, and nothing is spawned
-beyond `timeout` and the command itself: on a simulated fleet of 1,024 nodes every extra process
-is ~1-2 ms of the shared 2 cores. The nonce is random per session, so tool output cannot forge
-a marker.
+What a node prints cannot forge a result:
+- The launcher reads the whole script before the first command runs and then points its stdin
+  at /dev/null, so no command can read the rest of the script (nor the nonce) from the session.
+- Each command runs under its own `timeout`, with stdin from /dev/null and its stdout and stderr
+  in two private files (never the session's descriptors): a process it leaves behind holds only
+  those files, so it neither stalls the session nor writes into another command's output.
+- After the command exits, the script (not the command) writes a frame: a nonce-tagged header
+  with the rc, timestamps and the byte length of each stream, then exactly those bytes. The
+  controller reads frames by length, so a command's bytes are never taken for a frame.
+- Output is bounded on the node: `ulimit -f` caps each file (`max_bytes`); a command cut there
+  is marked truncated (and judged ERROR), and the controller caps what it reads per session.
+
+Nothing is forked per command beyond `timeout` and the command: the files are read back with
+bash's no-fork `$(<file)`, and one `rm` clears them at the end. On a simulated fleet of 1,024
+nodes every extra process is ~1-2 ms of the shared 2 cores.
 """
 
 from __future__ import annotations
@@ -23,24 +32,50 @@ from nodegate.model import CommandResult, CommandSpec
 _SHELL_META = re.compile(r"[|&;<>()$`\\\"'*?\[\]{}~#=\n!]")
 # SIGTERM at the deadline, SIGKILL 2 s later if the command ignores TERM.
 KILL_AFTER_S = 2.0
+SESSION_SLACK_S = 5.0  # a session's deadline: every command's, plus this
 # rc values `timeout` uses for a command stopped at its deadline (TERM, then KILL).
 TIMEOUT_RCS = frozenset({124, 137})
+# Bytes one command may write to each of its streams before it is cut (8 MiB: `lspci -vvv` of
+# an 8-GPU node is ~0.2 MiB, `nvidia-smi -q` ~0.1 MiB, a day of kernel log a few MiB).
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 
-LAUNCHER = "exec bash --noprofile --norc -s"
+# Read the whole script, then stdin is /dev/null: the running script is only in bash's memory.
+LAUNCHER = "exec bash --noprofile --norc -c " + shlex.quote(
+    'ng_s=$(</dev/stdin); exec </dev/null; eval "$ng_s"'
+)
+
+# The frame writer, defined once per script: `ng_f ID RC T0 T1`. A sentinel byte appended to
+# each file survives `$(<file)` (which drops trailing newlines); flags say what went wrong:
+# o/e the sentinel could not be appended (the file is at its cap), O/E NUL bytes were dropped.
+_FRAME_FN = r"""ng_f() {
+  local o e fl=
+  printf x >>"$ng_p.$1.o" 2>/dev/null || fl+=o
+  printf x >>"$ng_p.$1.e" 2>/dev/null || fl+=e
+  { o=$(<"$ng_p.$1.o"); } 2>|"$ng_p.w"; [ -s "$ng_p.w" ] && fl+=O
+  { e=$(<"$ng_p.$1.e"); } 2>|"$ng_p.w"; [ -s "$ng_p.w" ] && fl+=E
+  printf '@@%s F %s %s %s %s %d %d %s\n%s%s' "$ng_n" "$1" "$2" "$3" "$4" "${#o}" "${#e}" \
+    "${fl:--}" "$o" "$e"
+}"""
 
 
 @dataclass(frozen=True, slots=True)
 class StageScript:
-    """A script to feed on stdin of `LAUNCHER`, and the nonce its frames carry."""
+    """A script to feed on stdin of `LAUNCHER`, the nonce its frames carry, its output cap."""
 
     nonce: str
     text: str
     specs: tuple[CommandSpec, ...]
+    max_bytes: int = DEFAULT_MAX_BYTES
 
     @property
     def deadline_s(self) -> float:
         """Upper bound for the whole session: every command's deadline plus slack."""
-        return sum(s.timeout_s + KILL_AFTER_S for s in self.specs) + 5.0
+        return sum(s.timeout_s + KILL_AFTER_S for s in self.specs) + SESSION_SLACK_S
+
+    @property
+    def max_session_bytes(self) -> int:
+        """What an honest node can send at most: two capped streams per command, framing."""
+        return len(self.specs) * (2 * (self.max_bytes + 1024) + 256) + 65536
 
 
 @lru_cache(maxsize=4096)
@@ -52,28 +87,39 @@ def _invocation_of(cmd: str, timeout_s: float) -> str:
     return f"timeout -k {KILL_AFTER_S:g} {t} sh -c {shlex.quote(cmd)}"
 
 
-def _invocation(spec: CommandSpec) -> str:
-    return _invocation_of(spec.cmd, spec.timeout_s)
-
-
-def build_script(specs: Sequence[CommandSpec], nonce: str | None = None) -> StageScript:
+def build_script(
+    specs: Sequence[CommandSpec], nonce: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> StageScript:
     """Render the stage script for `specs` (command ids must be unique and simple)."""
     n = nonce or secrets.token_hex(16)
     seen: set[str] = set()
     now = '"${EPOCHREALTIME:-$SECONDS}"'
-    lines = ["set +e +u", "export LC_ALL=C"]
+    blocks = max_bytes // 1024 + 1  # ulimit -f counts 1 KiB blocks in bash
+    lines = [
+        "set +e +u -C",
+        "export LC_ALL=C",
+        "umask 077",
+        "trap '' XFSZ",  # a capped write fails (EFBIG) instead of killing the writer
+        f"ulimit -f {blocks} 2>/dev/null",
+        f"ng_n={n}",
+        'ng_t=/dev/shm; { [ -d "$ng_t" ] && [ -w "$ng_t" ]; } || ng_t=${TMPDIR:-/tmp}',
+        'ng_p="$ng_t/.nodegate-$ng_n"',
+        """trap 'rm -f -- "$ng_p".*' EXIT""",
+        _FRAME_FN,
+    ]
     for spec in specs:
         if not re.fullmatch(r"[A-Za-z0-9_.:-]+", spec.id) or spec.id in seen:
             raise ValueError(f"command id {spec.id!r} must be unique and [A-Za-z0-9_.:-]+")
         seen.add(spec.id)
         lines += [
-            f"printf '@@{n} B %s %s\\n' {spec.id} {now}; printf '@@{n} B %s\\n' {spec.id} >&2",
-            f"{_invocation(spec)} </dev/null; ng_rc=$?",
-            f"printf '\\n@@{n} E %s %s %s\\n' {spec.id} \"$ng_rc\" {now}; "
-            f"printf '\\n@@{n} E %s\\n' {spec.id} >&2",
+            f'ng_0={now}; printf \'@@%s B %s %s\\n\' "$ng_n" {spec.id} "$ng_0"',
+            f'{_invocation_of(spec.cmd, spec.timeout_s)} </dev/null >"$ng_p.{spec.id}.o" '
+            f'2>"$ng_p.{spec.id}.e"; ng_rc=$?',
+            f'ng_f {spec.id} "$ng_rc" "$ng_0" {now}',
         ]
-    lines.append(f"printf '@@{n} DONE\\n'")
-    return StageScript(nonce=n, text="\n".join(lines) + "\n", specs=tuple(specs))
+    lines.append("printf '@@%s DONE\\n' \"$ng_n\"")
+    text = "\n".join(lines) + "\n"
+    return StageScript(nonce=n, text=text, specs=tuple(specs), max_bytes=max_bytes)
 
 
 def _seconds(stamp: str) -> float | None:
@@ -83,72 +129,99 @@ def _seconds(stamp: str) -> float | None:
         return None
 
 
-@dataclass
-class _Frame:
-    id: str
-    start: float | None
-    out: list[str]
-    rc: int | None = None
-    end: float | None = None
-    closed: bool = False
+@dataclass(frozen=True, slots=True)
+class Frames:
+    """What a session's stdout held: results by command id, and how the stream ended."""
+
+    results: dict[str, CommandResult]
+    done: bool  # the script reached its end
+    problem: str | None  # bytes that are not a frame: what and where (the rest is not read)
 
 
-def _split(text: str, marker: str, ids: set[str]) -> tuple[dict[str, _Frame], bool]:
-    """Frames of one stream: text between `B id` and `E id` markers."""
-    frames: dict[str, _Frame] = {}
-    cur: _Frame | None = None
-    done = False
-    for line in text.splitlines(keepends=True):
-        if line.startswith(marker):
-            parts = line[len(marker) :].split()
-            kind = parts[0] if parts else ""
-            if kind == "B" and len(parts) >= 2 and parts[1] in ids:
-                cur = frames[parts[1]] = _Frame(
-                    parts[1], _seconds(parts[2]) if len(parts) > 2 else None, []
-                )
-                continue
-            if kind == "E" and cur is not None and len(parts) >= 2 and parts[1] == cur.id:
-                if len(parts) >= 3:
-                    cur.rc = int(parts[2]) if parts[2].lstrip("-").isdigit() else None
-                cur.end = _seconds(parts[3]) if len(parts) > 3 else None
-                cur.closed = True
-                # Each frame adds exactly one newline before its E marker.
-                if cur.out and cur.out[-1].endswith("\n"):
-                    cur.out[-1] = cur.out[-1][:-1]
-                cur = None
-                continue
-            if kind == "DONE":
-                done = True
-                continue
-        if cur is not None:
-            cur.out.append(line)
-    return frames, done
+def _header(data: bytes, pos: int, marker: bytes) -> tuple[list[str], int] | None:
+    """The header at `pos` (fields after the marker) and where its payload starts."""
+    if not data.startswith(marker, pos):
+        return None
+    end = data.find(b"\n", pos, pos + 512)
+    if end < 0:
+        return None
+    try:
+        fields = data[pos + len(marker) : end].decode("ascii").split()
+    except UnicodeDecodeError:
+        return None
+    return (fields, end + 1) if fields else None
 
 
-def parse_frames(
-    script: StageScript, stdout: str, stderr: str = ""
-) -> tuple[dict[str, CommandResult], bool]:
-    """Split a session's output into per-command results; returns (results, completed).
+def _stream(raw: bytes, appended: bool) -> tuple[str, bool]:
+    """A stream's text without the sentinel; True when it was cut at the cap."""
+    if appended and raw.endswith(b"x"):
+        return raw[:-1].decode("utf-8", "replace"), False
+    return raw.decode("utf-8", "replace"), True
 
-    A command whose frame never closed (the session was cut off) comes back with rc None and
-    whatever output it had produced; commands that never started are absent.
+
+def parse_frames(script: StageScript, stdout: bytes) -> Frames:
+    """Split a session's output into per-command results.
+
+    A command that started but whose frame never came (the session was cut off) comes back
+    with rc None, timed out; commands that never started are absent.
     """
-    marker = f"@@{script.nonce} "
+    marker = f"@@{script.nonce} ".encode()
     by_id = {s.id: s for s in script.specs}
-    out_frames, done = _split(stdout, marker, set(by_id))
-    err_frames, _ = _split(stderr, marker, set(by_id))
     results: dict[str, CommandResult] = {}
-    for cid, f in out_frames.items():
-        ef = err_frames.get(cid)
-        complete = f.closed and (f.rc is not None)
-        dur = f.end - f.start if complete and f.start is not None and f.end is not None else None
-        results[cid] = CommandResult(
-            id=cid,
-            cmd=by_id[cid].cmd,
-            rc=f.rc if complete else None,
-            stdout="".join(f.out),
-            stderr="".join(ef.out) if ef is not None else "",
-            duration_s=round(dur, 6) if dur is not None else None,
-            timed_out=(not complete) or (f.rc in TIMEOUT_RCS),
+    pos, done, problem = 0, False, None
+    while pos < len(stdout):
+        head = _header(stdout, pos, marker)
+        kind = head[0][0] if head else ""
+        if head is not None and kind == "DONE":
+            done, pos = True, head[1]
+            continue
+        if head is not None and kind == "B" and len(head[0]) == 3 and head[0][1] in by_id:
+            cid = head[0][1]
+            results[cid] = CommandResult(cid, by_id[cid].cmd, None, "", "", None, timed_out=True)
+            pos = head[1]
+            continue
+        if head is not None and kind == "F" and len(head[0]) == 8 and head[0][1] in by_id:
+            _, cid, rc, t0, t1, n_out, n_err, flags = head[0]
+            if n_out.isdigit() and n_err.isdigit() and rc.lstrip("-").isdigit():
+                start, mid = head[1], head[1] + int(n_out)
+                stop = mid + int(n_err)
+                if stop <= len(stdout):
+                    out, err = stdout[start:mid], stdout[mid:stop]
+                    spec = by_id[cid]
+                    results[cid] = _result(spec, int(rc), t0, t1, flags, out, err, script.max_bytes)
+                    pos = stop
+                    continue
+                problem = f"session cut inside the output of {cid}"
+                break
+        problem = f"bytes that are not a frame at offset {pos}: {stdout[pos : pos + 40]!r}"
+        break
+    return Frames(results, done, problem)
+
+
+def _result(
+    spec: CommandSpec, rc: int, t0: str, t1: str, flags: str, out: bytes, err: bytes, cap: int
+) -> CommandResult:
+    stdout, cut_out = _stream(out, "o" not in flags)
+    stderr, cut_err = _stream(err, "e" not in flags)
+    start, end = _seconds(t0), _seconds(t1)
+    dur = end - start if start is not None and end is not None else None
+    notes = [
+        note
+        for cond, note in (
+            (cut_out or len(out) > cap, f"stdout cut at {cap} bytes"),
+            (cut_err or len(err) > cap, f"stderr cut at {cap} bytes"),
+            ("O" in flags, "NUL bytes in stdout (dropped)"),
+            ("E" in flags, "NUL bytes in stderr (dropped)"),
         )
-    return results, done
+        if cond
+    ]
+    return CommandResult(
+        id=spec.id,
+        cmd=spec.cmd,
+        rc=rc,
+        stdout=stdout,
+        stderr=stderr,
+        duration_s=round(dur, 6) if dur is not None else None,
+        timed_out=rc in TIMEOUT_RCS,
+        truncated="; ".join(notes) or None,
+    )

@@ -28,10 +28,10 @@ from nodegate.errors import ConfigError
 from nodegate.inventory import Node, SSHConfig
 from nodegate.model import Reach
 from nodegate.settings import DEFAULT_FANOUT
-from nodegate.transport.base import Session, Transport, read_until
+from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.process import RemoteProcess, SpawnError, kill_script, wrap
-from nodegate.transport.script import LAUNCHER
+from nodegate.transport.script import LAUNCHER, StageScript
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 ENCRYPTION_ALGS = [
@@ -244,11 +244,11 @@ class SSHTransport(Transport):
             self._conns[node] = conn
             return conn, Reach.OK, "", 1
 
-    async def _session(self, node: str, script_text: str, deadline_s: float) -> Session:
+    async def _session(self, node: str, script: StageScript) -> Session:
         conn, reach, why, opened = await self.connect(node)
         if conn is None:
             return Session(reach, detail=why, connects=opened)
-        deadline = time.monotonic() + deadline_s
+        deadline = time.monotonic() + script.deadline_s
         try:
             proc = await asyncio.wait_for(
                 conn.create_process(LAUNCHER, encoding=None),
@@ -257,14 +257,19 @@ class SSHTransport(Transport):
         except Exception as exc:  # noqa: BLE001
             r, w = self.classify(exc, self.targets[node])
             return Session(r, detail=f"could not open a session: {w}", connects=opened)
-        proc.stdin.write(script_text.encode())
+        proc.stdin.write(script.text.encode())
         proc.stdin.write_eof()
+        limit = script.max_session_bytes
         (out, t1), (err, t2) = await asyncio.gather(
-            read_until(proc.stdout, deadline), read_until(proc.stderr, deadline)
+            read_until(proc.stdout, deadline, limit), read_until(proc.stderr, deadline, limit)
         )
         if t1 or t2:
             proc.close()  # closing the channel hangs up the remote session
-            why = f"session exceeded its {deadline_s:g} s deadline"
+        too_much = session_limit_reason(limit, max(len(out), len(err)))
+        if too_much:
+            return Session(Reach.ERROR, out, err, too_much, opened)
+        if t1 or t2:
+            why = f"session exceeded its {script.deadline_s:g} s deadline"
             return Session(Reach.TIMEOUT, out, err, why, opened)
         return Session(Reach.OK, out, err, "", opened)
 
