@@ -93,7 +93,7 @@ def read_facts(outcome: NodeOutcome, profile: PcieGpuProfile) -> PcieGpuFacts:
 def _fabric_manager(reader: OutcomeReader) -> FabricManagerStatus | None:
     """`systemctl status nvidia-fabricmanager`: its text, whatever the unit's state."""
     r = reader.result("fabricmanager")
-    if r is None or r.timed_out or r.rc not in SYSTEMCTL_STATUS_RCS:
+    if r is None or r.timed_out or r.truncated or r.rc not in SYSTEMCTL_STATUS_RCS:
         return reader.parse("fabricmanager", parse_fabricmanager_status)
     try:
         return parse_fabricmanager_status(r.stdout or r.stderr)
@@ -105,7 +105,7 @@ def _fabric_manager(reader: OutcomeReader) -> FabricManagerStatus | None:
 def _dcgm(reader: OutcomeReader) -> DcgmDiag | None:
     """`dcgmi diag -j`: it exits non-zero (226) when a test fails, with the whole JSON document."""
     r = reader.result("dcgm")
-    if r is None or r.timed_out or r.rc == NOT_INSTALLED or not r.stdout.strip():
+    if r is None or r.timed_out or r.truncated or r.rc == NOT_INSTALLED or not r.stdout.strip():
         return reader.parse("dcgm", parse_dcgmi_diag_json, absent_rcs=(NOT_INSTALLED,))
     try:
         return parse_dcgmi_diag_json(r.stdout)
