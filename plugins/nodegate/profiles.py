@@ -16,6 +16,7 @@ import jsonschema
 from nodegate import bundled
 from nodegate.errors import ConfigError
 from nodegate.inventory.yamlio import load_yaml
+from nodegate.thresholds import DIRECTIONS
 
 T = TypeVar("T")
 
@@ -83,12 +84,21 @@ MAX_EXTENDS_DEPTH = 8
 
 
 def _deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    """`top` overlaid on `base`: mappings merge key by key, anything else is replaced."""
+    """`top` overlaid on `base`: mappings merge key by key, anything else is replaced; a
+    threshold (a mapping with a direction key) replaces whole, so `{min: 5}` over `{equal: 4}`
+    is `{min: 5}`, never both."""
     out = dict(base)
     for k, v in top.items():
         old = out.get(k)
-        out[k] = _deep_merge(old, v) if isinstance(old, Mapping) and isinstance(v, Mapping) else v
+        merge = isinstance(old, Mapping) and isinstance(v, Mapping) and not _is_threshold(v)
+        out[k] = _deep_merge(old, v) if merge else v  # type: ignore[arg-type]
     return out
+
+
+def _is_threshold(doc: Mapping[str, Any]) -> bool:
+    """Only direction keys and a unit (a version rule also has `min`, and `required`)."""
+    keys = set(doc)
+    return bool(keys & set(DIRECTIONS)) and keys <= {*DIRECTIONS, "unit"}
 
 
 def _read_doc(path: Path) -> dict[str, Any]:

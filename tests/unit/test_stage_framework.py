@@ -178,3 +178,15 @@ def test_user_profile_dir_extends_a_shipped_profile(tmp_path: Path) -> None:
     prof = load_profile_file(tmp_path / "site-h100.yaml")
     assert prof.data["reach"]["kernel"] == {"required": True, "allowed": ["6.8.0-*"]}
     assert prof.data["reach"]["ofed"] == {"required": True, "min": "23.04"}
+
+
+def test_an_overlay_replaces_a_threshold_whole(tmp_path: Path) -> None:
+    """`{min, max}` over `{equal}` is the range alone; merging the keys would be invalid."""
+    base = yaml.safe_load((REPO / "inventories" / "profiles" / "generic-hgx-h100.yaml").read_text())
+    want = base["hca"]["roles"]["frontend"]["count"]
+    assert "equal" in want or "min" in want
+    over = {"min": 0, "max": 2, "unit": "HCAs"} if "equal" in want else {"equal": 1, "unit": "HCAs"}
+    _write(tmp_path, "site", {"name": "site", "description": "x", "extends": "generic-hgx-h100",
+                              "hca": {"roles": {"frontend": {"count": over}}}})  # fmt: skip
+    prof = load_profile_file(tmp_path / "site.yaml")
+    assert prof.data["hca"]["roles"]["frontend"]["count"] == over
