@@ -85,20 +85,28 @@ MAX_EXTENDS_DEPTH = 8
 
 def _deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     """`top` overlaid on `base`: mappings merge key by key, anything else is replaced; a
-    threshold (a mapping with a direction key) replaces whole, so `{min: 5}` over `{equal: 4}`
-    is `{min: 5}`, never both."""
+    threshold overlaid by one of another direction is replaced whole (`{min: 0, max: 2}`
+    over `{equal: 1}` is the range, never both)."""
     out = dict(base)
     for k, v in top.items():
         old = out.get(k)
-        merge = isinstance(old, Mapping) and isinstance(v, Mapping) and not _is_threshold(v)
-        out[k] = _deep_merge(old, v) if merge else v  # type: ignore[arg-type]
+        if isinstance(old, Mapping) and isinstance(v, Mapping) and not _redirects(old, v):
+            out[k] = _deep_merge(old, v)
+        else:
+            out[k] = v
     return out
 
 
-def _is_threshold(doc: Mapping[str, Any]) -> bool:
-    """Only direction keys and a unit (a version rule also has `min`, and `required`)."""
+def _directions(doc: Mapping[str, Any]) -> set[str] | None:
+    """The direction keys of a threshold-shaped mapping (only directions and a unit)."""
     keys = set(doc)
-    return bool(keys & set(DIRECTIONS)) and keys <= {*DIRECTIONS, "unit"}
+    found = keys & set(DIRECTIONS)
+    return found if found and keys <= {*DIRECTIONS, "unit"} else None
+
+
+def _redirects(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    was, now = _directions(old), _directions(new)
+    return was is not None and now is not None and was != now
 
 
 def _read_doc(path: Path) -> dict[str, Any]:
