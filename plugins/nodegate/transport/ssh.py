@@ -9,31 +9,26 @@ whole run, so later stages (and `node.run()` in site checks) reuse them.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import getpass
-import hashlib
-import hmac
-import ipaddress
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import asyncssh
 
 from nodegate.errors import ConfigError
-from nodegate.inventory import Node, SSHConfig
+from nodegate.inventory import Node
 from nodegate.model import Reach
 from nodegate.settings import DEFAULT_FANOUT
 from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.hostkeys import known_hosts_line, lookup
 from nodegate.transport.process import RemoteProcess, SpawnError, kill_script, wrap
 from nodegate.transport.script import LAUNCHER, StageScript
+from nodegate.transport.targets import Target, resolve_targets
 
-DEFAULT_CONNECT_TIMEOUT_S = 10.0
 ENCRYPTION_ALGS = [
     "aes128-gcm@openssh.com",
     "aes256-gcm@openssh.com",
@@ -42,27 +37,6 @@ ENCRYPTION_ALGS = [
     "aes192-ctr",
     "aes256-ctr",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where and how to reach one node, resolved once from inventory + ssh_config."""
-
-    node: str
-    hostname: str
-    port: int
-    user: str
-    identity_files: tuple[str, ...]
-    known_hosts: tuple[str, ...]
-    proxy_jump: Target | None
-    connect_timeout_s: float
-    host_key_alias: str | None = None
-    check_host_ip: bool = False
-    hash_known_hosts: bool = False
-
-    @property
-    def where(self) -> str:
-        return f"{self.user}@{self.hostname}:{self.port}"
 
 
 class _Client(asyncssh.SSHClient):
@@ -124,15 +98,8 @@ class SSHTransport(Transport):
         return kh
 
     def trusted_keys(self, target: Target, addr: str) -> Any:
-        """known_hosts entries for the target, looked up as OpenSSH does: under HostKeyAlias
-        when set (no port), else the host name (`[host]:port` off port 22, then without the
-        port); the IP address only with CheckHostIP, which OpenSSH also skips for loopback."""
-        if target.host_key_alias:
-            name, port = target.host_key_alias, None
-        else:
-            name, port = target.hostname, target.port
-        ip = addr if target.check_host_ip and not _is_loopback(addr) and addr != name else ""
-        return self._known_hosts(target).match(name, ip, port)
+        """known_hosts entries for the target, looked up as OpenSSH does (hostkeys.lookup)."""
+        return self._known_hosts(target).match(*lookup(target, addr))
 
     def known_entries(self, target: Target, addr: str) -> bool:
         trusted, ca, revoked, *_ = self.trusted_keys(target, addr)
@@ -141,13 +108,7 @@ class SSHTransport(Transport):
     def learn_hostkey(self, target: Target, key: asyncssh.SSHKey) -> None:
         """accept-new: remember the key for this run and append it to known_hosts (under the
         HostKeyAlias when set, hashed when HashKnownHosts says so)."""
-        if target.host_key_alias:
-            host = target.host_key_alias
-        else:
-            host = target.hostname if target.port == 22 else f"[{target.hostname}]:{target.port}"
-        if target.hash_known_hosts:
-            host = _hashed_host(host)
-        line = f"{host} {key.export_public_key().decode().strip()}\n"
+        line = known_hosts_line(target, key.export_public_key().decode())
         path = target.known_hosts[0] if target.known_hosts else None
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -380,129 +341,3 @@ def classify(exc: BaseException, target: Target, hostkey: Reach | None = None) -
     if isinstance(exc, ConfigError):
         return Reach.ERROR, str(exc)
     return Reach.ERROR, f"{type(exc).__name__}: {exc}"
-
-
-def resolve_targets(nodes: Sequence[Node], connect_timeout_s: float | None) -> dict[str, Target]:
-    """Inventory settings override ssh_config, which overrides OpenSSH defaults (like `-o`).
-
-    Each ssh_config file is parsed once and indexed (a per-host scan of a 1,024-host file
-    costs ~18 s in paramiko); a ProxyJump alias is resolved through the same file.
-    """
-    configs: dict[str, SSHConfig] = {}
-    me = getpass.getuser()
-    default_cfg = os.path.expanduser("~/.ssh/config")
-
-    def config_for(path: str | None) -> SSHConfig | None:
-        if not path:
-            return None
-        cfg = configs.get(path)
-        if cfg is None:
-            cfg = configs[path] = SSHConfig.load(path)
-        return cfg
-
-    def target(
-        name: str,
-        alias: str,
-        cfg: SSHConfig | None,
-        user: str | None,
-        port: int | None,
-        ident: str | None,
-        known: str | None,
-        jump: str | None,
-        timeout: float | None,
-        depth: int = 0,
-    ) -> Target:
-        if cfg is not None:
-            r = cfg.resolve(alias)
-            hostname, c_user, c_port = r.hostname, r.user, r.port
-            c_ids, c_jump, c_kh, c_ct = (
-                r.identity_files,
-                r.proxy_jump,
-                r.user_known_hosts_files,
-                r.connect_timeout_s,
-            )
-            keys = (r.host_key_alias, bool(r.check_host_ip), bool(r.hash_known_hosts))
-        else:
-            hostname, c_user, c_port, c_ids, c_jump, c_kh, c_ct = (
-                alias,
-                None,
-                None,
-                (),
-                None,
-                (),
-                None,
-            )
-            keys = (None, False, False)
-        jump_spec = jump or c_jump
-        if jump_spec and jump_spec.lower() == "none":
-            jump_spec = None
-        t = Target(
-            node=name,
-            hostname=hostname,
-            port=port or c_port or 22,
-            user=user or c_user or me,
-            identity_files=(ident,) if ident else tuple(c_ids),
-            known_hosts=(known,)
-            if known
-            else (tuple(c_kh) or (os.path.expanduser("~/.ssh/known_hosts"),)),
-            proxy_jump=None,
-            connect_timeout_s=connect_timeout_s or timeout or c_ct or DEFAULT_CONNECT_TIMEOUT_S,
-            host_key_alias=keys[0],
-            check_host_ip=keys[1],
-            hash_known_hosts=keys[2],
-        )
-        if jump_spec:
-            if depth >= 4:
-                raise ConfigError(f"{name}: ProxyJump chain deeper than 4 hops ({jump_spec})")
-            # Like OpenSSH, the last hop of a chain is the one next to the target.
-            *before, last = [h.strip() for h in jump_spec.split(",")]
-            j_user, _, hostport = last.rpartition("@")
-            j_host, _, j_port = hostport.partition(":")
-            jt = target(
-                f"jump:{last}",
-                j_host,
-                cfg,
-                j_user or None,
-                int(j_port) if j_port else None,
-                None,
-                known,
-                ",".join(before) or None,
-                timeout,
-                depth + 1,
-            )
-            # The jump host's identity defaults to the node's if its config names none.
-            if not jt.identity_files:
-                jt = replace(jt, identity_files=t.identity_files)
-            t = replace(t, proxy_jump=jt)
-        return t
-
-    out: dict[str, Target] = {}
-    for node in nodes:
-        s = node.ssh
-        cfg = config_for(s.ssh_config or (default_cfg if os.path.exists(default_cfg) else None))
-        out[node.name] = target(
-            node.name,
-            s.host or node.name,
-            cfg,
-            s.user,
-            s.port,
-            s.identity_file,
-            s.known_hosts,
-            s.proxy_jump,
-            s.connect_timeout_s,
-        )
-    return out
-
-
-def _is_loopback(addr: str) -> bool:
-    try:
-        return ipaddress.ip_address(addr.split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
-def _hashed_host(name: str) -> str:
-    """OpenSSH's HashKnownHosts form: `|1|base64(salt)|base64(HMAC-SHA1(salt, name))`."""
-    salt = os.urandom(20)
-    digest = hmac.new(salt, name.encode(), hashlib.sha1).digest()
-    return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
