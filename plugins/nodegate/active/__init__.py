@@ -1,0 +1,32 @@
+"""Active stages (traffic between nodes): one skeleton, plan -> run -> sanity -> performance
+-> localize -> cleanup, generic over the unit under test (see `active.skeleton`)."""
+
+from nodegate.active.addresses import PeerAddress, peer_address
+from nodegate.active.campaign import Campaign, EvidenceRefs, Execution, Side, Spawner
+from nodegate.active.judge import cleanup_verdicts, failure_status
+from nodegate.active.ledger import ProcessLedger, Spawned
+from nodegate.active.rounds import Localizer, Outcome, Round, RoundId, Sanity
+from nodegate.active.skeleton import ActiveOptions, ActiveStage, active_options, run_campaign
+
+__all__ = [
+    "ActiveOptions",
+    "ActiveStage",
+    "Campaign",
+    "EvidenceRefs",
+    "Execution",
+    "Localizer",
+    "Outcome",
+    "PeerAddress",
+    "ProcessLedger",
+    "Round",
+    "RoundId",
+    "Sanity",
+    "Side",
+    "Spawned",
+    "Spawner",
+    "active_options",
+    "cleanup_verdicts",
+    "failure_status",
+    "peer_address",
+    "run_campaign",
+]

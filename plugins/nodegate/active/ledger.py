@@ -1,0 +1,118 @@
+"""The process ledger of an active stage: every remote process it spawned (node, PID, command,
+tag), so cleanup kills what is left by PID and the stray check sees only what the stage started.
+
+Each spawn exports a random tag (NODEGATE_SPAWN, `transport.process.wrap`) that every process
+it starts inherits. The stray check lists the processes of a node whose environment carries one
+of that node's tags: the recorded PIDs and any child they left behind, even one that left their
+process group, and nothing else. Matching by name (`pgrep ib_write_bw`) would see every other
+run's processes on a shared machine (simulated nodes share one kernel) and fail clean runs; a
+reused PID cannot carry a random tag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nodegate.model import CommandSpec, NodeOutcome
+from nodegate.transport.base import Transport
+from nodegate.transport.process import SPAWN_ENV, RemoteProcess
+
+SPAWN_WAIT_S = 15.0  # cleanup waits this long for spawns still opening their channel
+KILL_WAIT_S = 30.0  # and this long for the kills
+STRAY_TIMEOUT_S = 15.0
+STRAY_CMD_ID = "stray"
+
+
+@dataclass(frozen=True, slots=True)
+class Spawned:
+    """One ledger entry: what ran where, and its tag."""
+
+    node: str
+    cmd: str
+    tag: str
+    pid: int | None
+    collected: bool  # wait() returned: the process ended (or was killed at its deadline)
+    killed: bool
+
+
+class ProcessLedger:
+    """Spawns through the transport and remembers every process, cancellation included."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self._procs: list[RemoteProcess] = []
+        self._pending: set[asyncio.Future[RemoteProcess]] = set()
+
+    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+        """Start `cmd` on `node` (raises SpawnError); recorded even if the caller is cancelled
+        while the channel opens, so cleanup still finds it."""
+        fut = asyncio.ensure_future(self.transport.spawn(node, cmd, timeout_s))
+        self._pending.add(fut)
+        fut.add_done_callback(self._register)
+        return await asyncio.shield(fut)
+
+    def _register(self, fut: asyncio.Future[RemoteProcess]) -> None:
+        self._pending.discard(fut)
+        if not fut.cancelled() and fut.exception() is None:
+            self._procs.append(fut.result())
+
+    def entries(self, node: str | None = None) -> list[Spawned]:
+        return [
+            Spawned(p.node, p.cmd, p.tag, p.pid, p.result is not None, p.killed)
+            for p in self._procs
+            if node is None or p.node == node
+        ]
+
+    async def kill_survivors(self) -> list[Spawned]:
+        """Kill, by PID, every process whose end was never collected; return them."""
+        if self._pending:
+            await asyncio.wait(list(self._pending), timeout=SPAWN_WAIT_S)
+        left = [p for p in self._procs if p.result is None]
+        if left:
+            kills = asyncio.gather(*(p.kill() for p in left), return_exceptions=True)
+            # Past the wait, each command's own `timeout` still ends it; the stray check says.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(kills, KILL_WAIT_S)
+        return [Spawned(p.node, p.cmd, p.tag, p.pid, False, True) for p in left]
+
+    def stray_command(self, node: str) -> CommandSpec:
+        """The check for `node`: its processes still carrying one of its spawn tags."""
+        return CommandSpec(
+            STRAY_CMD_ID,
+            stray_script([p.tag for p in self._procs if p.node == node]),
+            STRAY_TIMEOUT_S,
+        )
+
+    async def stray_check(self, stage: str, nodes: Sequence[str]) -> dict[str, NodeOutcome]:
+        """Run the stray check on `nodes` (evidence `raw/<node>/<stage>-cleanup.json#stray`)."""
+        plan = {n: [self.stray_command(n)] for n in nodes}
+        return await self.transport.run_stage(f"{stage}-cleanup", plan)
+
+
+def stray_script(tags: Sequence[str]) -> str:
+    """`<pid> <command line>` per live process whose environment holds one of `tags`.
+
+    Fails (rc 3) rather than pass when /proc or `grep -z` is not there to look with.
+    """
+    if not tags:
+        return "true"
+    patterns = " ".join(f"-e {shlex.quote(f'{SPAWN_ENV}={t}')}" for t in sorted(set(tags)))
+    return (
+        "[ -r /proc/self/environ ] || { echo 'cannot read /proc/<pid>/environ' >&2; exit 3; }\n"
+        "printf 'x\\0' | grep -qzx x || { echo 'grep -z not available' >&2; exit 3; }\n"
+        f"for f in $(grep -lsazxF {patterns} /proc/[0-9]*/environ); do\n"
+        "  p=${f#/proc/}; p=${p%/environ}\n"
+        "  a=$(tr '\\0' ' ' < \"/proc/$p/cmdline\" 2>/dev/null) || continue\n"
+        '  [ -n "$a" ] && printf \'%s %s\\n\' "$p" "${a% }"\n'
+        "done\n"
+        "exit 0"
+    )
+
+
+def stray_lines(stdout: str) -> list[str]:
+    """The stray check's report lines (`<pid> <command line>`)."""
+    return [line for line in stdout.splitlines() if line.strip()]
