@@ -268,9 +268,10 @@ def _hung(tmp_path: Path) -> tuple[dict[str, str], list[Path]]:
 def test_cancel_mid_round_kills_by_pid_and_reraises(tmp_path: Path) -> None:
     cmds, pidfiles = _hung(tmp_path)
     camp = ToyCampaign(cmds)
+    lines: list[str] = []
 
     async def go() -> None:
-        task = asyncio.ensure_future(ToyStage(camp).run(_ctx(tmp_path)))
+        task = asyncio.ensure_future(ToyStage(camp).run(_ctx(tmp_path, lines)))
         while not all(pf.exists() and pf.read_text().strip() for pf in pidfiles):
             await asyncio.sleep(0.05)
         task.cancel()
@@ -281,6 +282,11 @@ def test_cancel_mid_round_kills_by_pid_and_reraises(tmp_path: Path) -> None:
     pids = [int(pf.read_text()) for pf in pidfiles]
     assert _gone(pids), "cleanup left the hung processes running"
     assert camp.spawned and all(p.killed and p.pid for p in camp.spawned)
+    # the ledger holds all four, even a spawn still opening when the cancel came
+    assert lines == [
+        "toy toy-profile: round 1: 2 tests",
+        "toy toy-profile: cleanup killed 4 process(es) by PID",
+    ]
     # the plan of the interrupted round was written before it ran; no verdicts, no strays check
     assert (tmp_path / "toy" / "plan-toy-profile.json").exists()
     assert not (tmp_path / "raw" / "n1" / "toy-cleanup.json").exists()

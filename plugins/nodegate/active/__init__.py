@@ -4,7 +4,7 @@
 from nodegate.active.addresses import PeerAddress, peer_address
 from nodegate.active.campaign import Campaign, EvidenceRefs, Execution, Side, Spawner
 from nodegate.active.judge import cleanup_verdicts, failure_status
-from nodegate.active.ledger import ProcessLedger, Spawned
+from nodegate.active.ledger import ProcessLedger
 from nodegate.active.rounds import Localizer, Outcome, Round, RoundId, Sanity
 from nodegate.active.skeleton import ActiveOptions, ActiveStage, active_options, run_campaign
 
@@ -22,7 +22,6 @@ __all__ = [
     "RoundId",
     "Sanity",
     "Side",
-    "Spawned",
     "Spawner",
     "active_options",
     "cleanup_verdicts",

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from nodegate.model import CommandSpec, NodeOutcome
 from nodegate.transport.base import Transport
@@ -25,18 +24,6 @@ SPAWN_WAIT_S = 15.0  # cleanup waits this long for spawns still opening their ch
 KILL_WAIT_S = 30.0  # and this long for the kills
 STRAY_TIMEOUT_S = 15.0
 STRAY_CMD_ID = "stray"
-
-
-@dataclass(frozen=True, slots=True)
-class Spawned:
-    """One ledger entry: what ran where, and its tag."""
-
-    node: str
-    cmd: str
-    tag: str
-    pid: int | None
-    collected: bool  # wait() returned: the process ended (or was killed at its deadline)
-    killed: bool
 
 
 class ProcessLedger:
@@ -60,15 +47,8 @@ class ProcessLedger:
         if not fut.cancelled() and fut.exception() is None:
             self._procs.append(fut.result())
 
-    def entries(self, node: str | None = None) -> list[Spawned]:
-        return [
-            Spawned(p.node, p.cmd, p.tag, p.pid, p.result is not None, p.killed)
-            for p in self._procs
-            if node is None or p.node == node
-        ]
-
-    async def kill_survivors(self) -> list[Spawned]:
-        """Kill, by PID, every process whose end was never collected; return them."""
+    async def kill_survivors(self) -> int:
+        """Kill, by PID, every process whose end was never collected; how many there were."""
         if self._pending:
             await asyncio.wait(list(self._pending), timeout=SPAWN_WAIT_S)
         left = [p for p in self._procs if p.result is None]
@@ -77,7 +57,7 @@ class ProcessLedger:
             # Past the wait, each command's own `timeout` still ends it; the stray check says.
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(kills, KILL_WAIT_S)
-        return [Spawned(p.node, p.cmd, p.tag, p.pid, False, True) for p in left]
+        return len(left)
 
     def stray_command(self, node: str) -> CommandSpec:
         """The check for `node`: its processes still carrying one of its spawn tags."""

@@ -76,14 +76,17 @@ async def run_campaign(stage: ActiveStage[T], c: Campaign[T], ctx: StageContext)
     book: ActiveEvidence[T] = ActiveEvidence(writer, stage.name, c.test_key)
     out_dir = ctx.run_dir / stage.name
     out_dir.mkdir(parents=True, exist_ok=True)
+    opts = active_options(ctx)
     try:
-        await localize(stage.name, c, ledger, book, out_dir, active_options(ctx))
+        await localize(stage.name, c, ledger, book, out_dir, opts)
         verdicts = c.verdicts(book)
         doc = c.localization_doc()
         if doc is not None:
             write_json(out_dir / f"localization-{c.name}.json", doc)
     finally:
-        await cleanup(ledger)
+        killed = await cleanup(ledger)
+        if killed and opts.log is not None:
+            opts.log(f"{stage.name} {c.name}: cleanup killed {killed} process(es) by PID")
     strays = await ledger.stray_check(stage.name, c.nodes)
     return verdicts + cleanup_verdicts(stage.cleanup_check, stage.tool, c.nodes, strays)
 
@@ -155,9 +158,9 @@ def judge(c: Campaign[T], rnd: Round[T], test: T, run: Execution) -> Outcome[T]:
     return Outcome(test, rnd.id, passed, sane.value, sane.error)
 
 
-async def cleanup(ledger: ProcessLedger) -> None:
+async def cleanup(ledger: ProcessLedger) -> int:
     """Kill by PID what never ended; shielded, so a second cancel cannot stop the kills."""
-    await asyncio.shield(asyncio.ensure_future(ledger.kill_survivors()))
+    return await asyncio.shield(asyncio.ensure_future(ledger.kill_survivors()))
 
 
 def write_json(path: Path, doc: Mapping[str, Any]) -> None:
