@@ -81,23 +81,27 @@ class ToyLocalizer:
 
 
 class ToyCampaign(Campaign[GroupTest]):
-    def __init__(self, commands: dict[str, str]) -> None:
+    def __init__(self, commands: dict[str, str], launcher: bool = False) -> None:
         self.name = "toy-profile"
         self.nodes = tuple(commands)
         self.commands = commands
         self.localizer: ToyLocalizer = ToyLocalizer(self.nodes)
         self.performance = Threshold("min", 5, "units")
         self.spawned: list[RemoteProcess] = []
+        self.launcher = launcher  # one process per test, on its first node (like mpirun)
 
     def test_doc(self, test: GroupTest) -> dict[str, Any]:
         return {"nodes": list(test.nodes)}
+
+    def test_nodes(self, test: GroupTest) -> tuple[str, ...]:
+        return test.nodes
 
     def test_key(self, test: GroupTest) -> str:
         return "+".join(test.nodes)
 
     async def execute(self, test: GroupTest, spawn: Spawner) -> Execution:
         procs = []
-        for n in test.nodes:
+        for n in test.nodes[:1] if self.launcher else test.nodes:
             p = await spawn.spawn(n, self.commands[n], 600)
             self.spawned.append(p)
             procs.append(p)
@@ -330,6 +334,27 @@ def test_stray_check_reports_only_what_the_stage_left(tmp_path: Path) -> None:
         assert {n: v.status for n, v in cleanup.items() if n != "n2"} == {
             "n1": Status.PASS, "n3": Status.PASS, "n4": Status.PASS,
         }  # fmt: skip
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_launchers_leftovers_are_looked_for_on_its_whole_group(tmp_path: Path) -> None:
+    # One process per group, on its first node (mpirun-like): what it leaves carries its tag,
+    # and the group's other node is checked for it too. (Here every "node" shares this
+    # machine's /proc, so both see it; on a cluster, the rank's own node does.)
+    escape = "setsid sleep 302 >/dev/null 2>&1 </dev/null & echo value 9"
+    camp = ToyCampaign({"n1": escape, "n2": GOOD, "n3": GOOD, "n4": GOOD}, launcher=True)
+    verdicts = asyncio.run(ToyStage(camp).run(_ctx(tmp_path)))
+    cleanup = _by(verdicts, "toy.cleanup")
+    pid = int(cleanup["n1"].message.removeprefix("still running: ").split()[0])
+    try:
+        assert {n: (v.status, v.message) for n, v in cleanup.items()} == {
+            "n1": (Status.FAIL, f"still running: {pid} sleep 302"),
+            "n2": (Status.FAIL, f"still running: {pid} sleep 302"),
+            "n3": (Status.PASS, "no toy left"),
+            "n4": (Status.PASS, "no toy left"),
+        }
+        assert [p.node for p in camp.spawned] == ["n1", "n3"]
     finally:
         os.kill(pid, signal.SIGKILL)
 

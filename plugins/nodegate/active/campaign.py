@@ -71,6 +71,12 @@ class Campaign(abc.ABC, Generic[T]):
         """A planned test as data, for the plan file and the evidence."""
 
     @abc.abstractmethod
+    def test_nodes(self, test: T) -> tuple[str, ...]:
+        """Every node the test holds. A node that ran none of the test's processes (a rank
+        started by mpirun on the launcher's behalf) is checked for the test's processes too:
+        launchers must pass NODEGATE_SPAWN on (`mpirun -x NODEGATE_SPAWN`; srun does)."""
+
+    @abc.abstractmethod
     def test_key(self, test: T) -> str:
         """A test's id within its round (`rail3-gpu026-to-gpu001`); ids are `r<round>-<key>`."""
 

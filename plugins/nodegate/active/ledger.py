@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from nodegate.model import CommandSpec, NodeOutcome
 from nodegate.transport.base import Transport
@@ -33,6 +33,7 @@ class ProcessLedger:
         self.transport = transport
         self._procs: list[RemoteProcess] = []
         self._pending: set[asyncio.Future[RemoteProcess]] = set()
+        self._watched: dict[str, set[str]] = {}  # node -> tags spawned elsewhere for it
 
     async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
         """Start `cmd` on `node` (raises SpawnError); recorded even if the caller is cancelled
@@ -47,6 +48,12 @@ class ProcessLedger:
         if not fut.cancelled() and fut.exception() is None:
             self._procs.append(fut.result())
 
+    def watch(self, nodes: Iterable[str], tags: Iterable[str]) -> None:
+        """Look for `tags` on `nodes` too: processes a launcher started there for its test
+        (mpirun/srun ranks inherit NODEGATE_SPAWN when the launcher passes it on)."""
+        for n in nodes:
+            self._watched.setdefault(n, set()).update(tags)
+
     async def kill_survivors(self) -> int:
         """Kill, by PID, every process whose end was never collected; how many there were."""
         if self._pending:
@@ -60,17 +67,33 @@ class ProcessLedger:
         return len(left)
 
     def stray_command(self, node: str) -> CommandSpec:
-        """The check for `node`: its processes still carrying one of its spawn tags."""
-        return CommandSpec(
-            STRAY_CMD_ID,
-            stray_script([p.tag for p in self._procs if p.node == node]),
-            STRAY_TIMEOUT_S,
-        )
+        """The check for `node`: processes still carrying a tag of what was started there."""
+        tags = {p.tag for p in self._procs if p.node == node} | self._watched.get(node, set())
+        return CommandSpec(STRAY_CMD_ID, stray_script(sorted(tags)), STRAY_TIMEOUT_S)
 
     async def stray_check(self, stage: str, nodes: Sequence[str]) -> dict[str, NodeOutcome]:
         """Run the stray check on `nodes` (evidence `raw/<node>/<stage>-cleanup.json#stray`)."""
         plan = {n: [self.stray_command(n)] for n in nodes}
         return await self.transport.run_stage(f"{stage}-cleanup", plan)
+
+
+class SpawnScope:
+    """The spawns of one test, through the ledger: what the test started, and where."""
+
+    def __init__(self, ledger: ProcessLedger) -> None:
+        self.ledger = ledger
+        self.started: list[RemoteProcess] = []
+
+    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+        p = await self.ledger.spawn(node, cmd, timeout_s)
+        self.started.append(p)
+        return p
+
+    def watch_on(self, test_nodes: Iterable[str]) -> None:
+        """The test's nodes that ran none of its processes (a launcher's group) are checked
+        for the test's tags after the stage."""
+        ran = {p.node for p in self.started}
+        self.ledger.watch([n for n in test_nodes if n not in ran], [p.tag for p in self.started])
 
 
 def stray_script(tags: Sequence[str]) -> str:

@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 from nodegate.active.campaign import Campaign, Execution
 from nodegate.active.evidence import ActiveEvidence
 from nodegate.active.judge import cleanup_verdicts
-from nodegate.active.ledger import ProcessLedger
+from nodegate.active.ledger import ProcessLedger, SpawnScope
 from nodegate.active.rounds import Outcome, Round
 from nodegate.model import Verdict
 from nodegate.stages.base import Stage, StageContext
@@ -137,7 +137,10 @@ async def run_round(
 
     async def one(t: T) -> tuple[T, Execution]:
         async with sem:
-            return t, await c.execute(t, ledger)
+            scope = SpawnScope(ledger)
+            run = await c.execute(t, scope)
+            scope.watch_on(c.test_nodes(t))
+            return t, run
 
     groups: dict[Hashable, list[T]] = {}
     for i, t in enumerate(rnd.tests):

@@ -61,6 +61,9 @@ class PairCampaign(Campaign[PairTest]):
     def test_doc(self, test: PairTest) -> dict[str, Any]:
         return {"rail": test.rail, "server": test.server, "client": test.client}
 
+    def test_nodes(self, test: PairTest) -> tuple[str, ...]:
+        return test.nodes()
+
     def test_key(self, test: PairTest) -> str:
         return f"rail{test.rail}-{test.server}-to-{test.client}"
 
