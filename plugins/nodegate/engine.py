@@ -23,6 +23,7 @@ from nodegate.transport.base import Transport
 
 T = TypeVar("T")
 VERDICTS_FILE = "verdicts.json"
+CANCEL_GRACE_S = 60.0  # how long an interrupted run may take to clean up
 
 
 class LoopThread:
@@ -36,8 +37,23 @@ class LoopThread:
         self._thread.start()
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        fut: Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return fut.result(timeout)
+        finished = threading.Event()
+
+        async def guarded() -> T:
+            try:
+                return await coro
+            finally:
+                finished.set()
+
+        fut: Future[T] = asyncio.run_coroutine_threadsafe(guarded(), self.loop)
+        try:
+            return fut.result(timeout)
+        except BaseException:
+            # Interrupted (Ctrl-C) or out of time: cancel the coroutine, so that its cleanup
+            # runs (an active stage kills what it started), and give the cleanup a while.
+            fut.cancel()
+            finished.wait(CANCEL_GRACE_S)
+            raise
 
     def stop(self) -> None:
         if self.loop.is_running():

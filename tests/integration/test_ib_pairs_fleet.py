@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from nodegate.transport.evidence import resolve_evidence
 
 from tests.integration.conftest import base_model
 
@@ -45,14 +46,14 @@ def test_one_slow_rail_is_localized_in_three_rounds(sim_fleet):
     # every node checked for stray ib_write_bw after the stage, none found
     cleanup = [v for v in run.verdicts["verdicts"] if v["check"] == "ib_pairs.cleanup"]
     assert len(cleanup) == 16 and all(v["status"] == "pass" for v in cleanup)
-    # evidence: both sides' raw output of each test the verdict rests on
-    ev = reason["evidence"][0]
-    path, _, tid = ev.partition("#")
-    doc = json.loads((run.run_dir / path).read_text())["commands"][tid]
-    assert (
-        "ib_write_bw -d mlx5_2" in doc["client_cmd"]
-        and "BW average" in doc["client_result"]["stdout"]
-    )
+    # evidence: both sides' raw output of each test the verdict rests on (the node's own side,
+    # which names its peer on the partner node)
+    own = resolve_evidence(run.run_dir, reason["evidence"][0])
+    (peer,) = [resolve_evidence(run.run_dir, ref) for ref in own["peers"]]
+    sides = {own["role"]: own, peer["role"]: peer}
+    assert sorted(sides) == ["client", "server"] and own["round"]["label"] == "1"
+    assert "ib_write_bw -d mlx5_2" in sides["client"]["cmd"]
+    assert "BW average" in sides["client"]["stdout"] and sides["client"]["rc"] == 0
 
 
 def test_hung_server_killed_client_errors_and_slow_node(sim_fleet):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from nodegate.ibpairs.plan import (
+from nodegate.active.rounds import Round, RoundId
+from nodegate.stages.ib_pairs.plan import (
     Localization,
     PairResult,
-    Round,
     next_round,
     round_one,
     rounds_used,
@@ -34,7 +34,7 @@ def run_all(nodes, leaf, bad_rails=(), bad_links=(), seed=0, same_leaf=False):
         for t in rnd.tests:
             broken = (t.server, t.rail) in bad or (t.client, t.rail) in bad
             broken |= frozenset((leaf[t.server], leaf[t.client])) in links
-            loc.add(PairResult(t, rnd.label, not broken, 100.0 if broken else 390.0))
+            loc.add(PairResult(t, rnd.id, not broken, 100.0 if broken else 390.0))
 
     for rnd in round_one(nodes, leaf, RAILS, same_leaf=same_leaf, seed=seed):
         play(rnd)
@@ -63,7 +63,7 @@ def test_odd_count_gets_a_sub_round_with_a_used_node():
     nodes, leaf = fleet(5)
     r1, r1b = round_one(nodes, leaf, RAILS)
     tested = {n for t in r1.tests for n in t.nodes()}
-    assert len(tested) == 4 and r1b.label == "1b"
+    assert len(tested) == 4 and r1b.id == RoundId(1, 1) and r1b.id.label == "1b"
     (odd,) = set(nodes) - tested
     assert {t.client for t in r1b.tests} == {odd}
     assert {t.server for t in r1b.tests} <= tested
@@ -73,7 +73,7 @@ def test_one_slow_rail_blames_that_node_and_clears_its_partner():
     nodes, leaf = fleet(16)
     loc = run_all(nodes, leaf, bad_rails=[("gpu0006", 2)])
     assert loc.status("gpu0006", 2) == "blamed"
-    (first,) = [r for r in loc.of("gpu0006", 2) if r.round_label == "1"]
+    (first,) = [r for r in loc.of("gpu0006", 2) if r.round == RoundId(1)]
     assert loc.status(first.test.other("gpu0006"), 2) == "cleared"
     assert rounds_used(loc.results) == 3
     blamed = {(n, r) for n in nodes for r in RAILS if loc.status(n, r) == "blamed"}
@@ -125,10 +125,10 @@ def test_localization_keeps_the_role_that_failed():
     # A fault that shows only when the node serves (a hung server).
     for rnd in [r1]:
         for t in rnd.tests:
-            loc.add(PairResult(t, "1", not (t.server == server and t.rail == 0), 390.0))
+            loc.add(PairResult(t, RoundId(1), not (t.server == server and t.rail == 0), 390.0))
     while (rnd := next_round(loc)) is not None:
         for t in rnd.tests:
-            loc.add(PairResult(t, rnd.label, not (t.server == server and t.rail == 0), 390.0))
+            loc.add(PairResult(t, rnd.id, not (t.server == server and t.rail == 0), 390.0))
     assert loc.status(server, 0) == "blamed"
-    retests = [r.test for r in loc.results if r.round_label != "1" and r.test.subject == server]
+    retests = [r.test for r in loc.results if r.round != RoundId(1) and r.test.subject == server]
     assert retests and all(t.server == server for t in retests)

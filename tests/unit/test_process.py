@@ -15,7 +15,7 @@ def test_server_ready_then_client_then_both_collected(tmp_path):
     async def go():
         t = LocalTransport()
         server = await t.spawn(
-            "a", f"sleep 0.3; echo listening; touch {port_file}; sleep 0.3; echo done", 10
+            "a", f"sleep 0.3; touch {port_file}; echo listening; sleep 0.3; echo done", 10
         )
         assert await server.wait_for_line("listening", time.monotonic() + 5)
         client = await t.spawn("b", f"test -e {port_file} && echo connected", 10)

@@ -1,10 +1,18 @@
 """Inventory: which nodes, how to reach them, how they group (nodegate YAML, Ansible INI/YAML)."""
 
 from nodegate.inventory.loader import load_inventory
-from nodegate.inventory.model import FrozenMap, Inventory, Node, SSHSettings, natural_key
+from nodegate.inventory.model import (
+    DataPlane,
+    FrozenMap,
+    Inventory,
+    Node,
+    SSHSettings,
+    natural_key,
+)
 from nodegate.inventory.sshconfig import ResolvedHost, SSHConfig
 
 __all__ = [
+    "DataPlane",
     "FrozenMap",
     "Inventory",
     "Node",

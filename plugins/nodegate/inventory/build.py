@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -9,7 +10,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodegate.errors import ConfigError
-from nodegate.inventory.model import FrozenMap, Inventory, Node, SSHSettings, natural_key
+from nodegate.inventory.model import (
+    DataPlane,
+    FrozenMap,
+    Inventory,
+    Node,
+    SSHSettings,
+    natural_key,
+)
 from nodegate.inventory.sshconfig import SSHConfig
 from nodegate.inventory.sshtokens import check_proxy_jump
 
@@ -124,6 +132,30 @@ def make_ssh(source: str, flat: Flat) -> SSHSettings:
     )
 
 
+def _ip(source: str, s: Setting, key: str) -> str:
+    value = _text(source, s, key)
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise fail(source, s.where, f"{value!r} is not an IP address (IPv4 or IPv6)") from None
+
+
+def make_data_plane(source: str, flat: Flat) -> DataPlane:
+    """Validated data-plane addresses from the data_plane.* keys of a merged layer."""
+    address = flat.get("data_plane.address")
+    rails: dict[int, str] = {}
+    for key, setting in flat.items():
+        if key.startswith("data_plane.rails."):
+            rail = key[len("data_plane.rails.") :]
+            if not rail.isdigit() or not rail.isascii():
+                raise fail(source, setting.where, f"rail {rail!r} is not a rail number (0, 1, ...)")
+            rails[int(rail)] = _ip(source, setting, f"rail {rail} address")
+    return DataPlane(
+        address=_ip(source, address, "address") if address is not None else None,
+        rails=FrozenMap(sorted(rails.items())),
+    )
+
+
 def make_node(source: str, name: str, groups: Iterable[str], flat: Flat) -> Node:
     """A validated Node from its merged settings."""
     labels: dict[str, str] = {}
@@ -141,6 +173,7 @@ def make_node(source: str, name: str, groups: Iterable[str], flat: Flat) -> Node
         labels=FrozenMap(sorted(labels.items())),
         profile=str(profile.value) if profile is not None else None,
         ssh=make_ssh(source, flat),
+        data_plane=make_data_plane(source, flat),
     )
 
 

@@ -70,7 +70,7 @@ def _looks_like_ansible_yaml(doc: Mapping[Any, Any]) -> bool:
 
 
 def _flatten(spec: Mapping[str, Any] | None, where: str, base_dir: str) -> Flat:
-    """Settings mapping (profile/labels/ssh) -> flat keys with their key paths."""
+    """Settings mapping (profile/labels/ssh/data_plane) -> flat keys with their key paths."""
     flat: Flat = {}
     if not spec:
         return flat
@@ -83,6 +83,11 @@ def _flatten(spec: Mapping[str, Any] | None, where: str, base_dir: str) -> Flat:
         if name in PATH_KEYS:
             value = resolve_path(value, base_dir)
         flat[name] = Setting(value, f"{where}.ssh.{key}")
+    plane = spec.get("data_plane") or {}
+    if "address" in plane:
+        flat["data_plane.address"] = Setting(plane["address"], f"{where}.data_plane.address")
+    for rail, value in (plane.get("rails") or {}).items():
+        flat[f"data_plane.rails.{rail}"] = Setting(value, f"{where}.data_plane.rails.{rail}")
     return flat
 
 

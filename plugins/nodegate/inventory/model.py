@@ -82,6 +82,24 @@ class SSHSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class DataPlane:
+    """Where other nodes send traffic to this node (the address ib_write_bw or mpirun must
+    use), apart from the management address SSH reaches; per rail where rails have their own
+    subnets. Addresses are normalized IP addresses; empty means "not given"."""
+
+    address: str | None = None
+    rails: Mapping[int, str] = field(default_factory=FrozenMap)  # rail index -> address
+
+    def for_rail(self, rail: int | None) -> tuple[str, str] | None:
+        """(address, inventory key it came from) for `rail`, else the node's; None if neither."""
+        if rail is not None and rail in self.rails:
+            return self.rails[rail], f"data_plane.rails.{rail}"
+        if self.address is not None:
+            return self.address, "data_plane.address"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     """One node of the inventory with its merged settings."""
 
@@ -90,6 +108,7 @@ class Node:
     labels: Mapping[str, str]  # a FrozenMap sorted by key
     profile: str | None
     ssh: SSHSettings
+    data_plane: DataPlane = DataPlane()
 
 
 @dataclass(frozen=True, slots=True)

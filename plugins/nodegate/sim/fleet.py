@@ -294,7 +294,11 @@ class Fleet:
                     "connect_timeout": 10,
                 },
             },
-            "nodes": {str(NodeSet.fromlist([n.name for n in model.nodes])): {}},
+            "nodes": {
+                str(NodeSet.fromlist([n.name for n in model.nodes])): {},
+                # The data plane is loopback too: traffic goes to the node's own address.
+                **{n.name: {"data_plane": {"address": n.address}} for n in model.nodes},
+            },
             "groups": {
                 f"rack{rack[1:]}": {
                     "nodes": str(NodeSet.fromlist(names)),

@@ -6,6 +6,14 @@ One file per node and stage (not per command): on the slow filesystems of CI mac
 file costs ~0.5 ms, which at 1,024 nodes is seconds. The layout doubles as a capture bundle:
 the replay transport answers from any raw/ directory, so a node can be re-judged offline and a
 bug report can carry its evidence. A verdict's evidence is `raw/<node>/<stage>.json#<command>`.
+
+Passive and active stages write the same document: `bundle_version`, node, stage, transport,
+capture time, `kind` and `commands` keyed by command id, each with cmd, rc, stdout, stderr,
+duration_s and timed_out. A passive stage's document (kind `session`) also says how its one
+session went (reach, detail, duration_s); an active stage's (kind `processes`) holds the
+processes the stage spawned on the node, each with killed, pid, role, round, the test it
+belonged to and the evidence references of the other processes of that test (`peers`).
+Version 3 added `kind` and the active fields; version 2 bundles (passive) are still read.
 """
 
 from __future__ import annotations
@@ -14,12 +22,55 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nodegate.model import CommandResult, NodeOutcome, Reach
 
-BUNDLE_VERSION = 2
+BUNDLE_VERSION = 3
+READABLE_VERSIONS = (2, 3)  # 2: passive sessions only, no `kind`
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecord:
+    """One process an active stage spawned on a node (or meant to: `started` False, `detail`
+    says why not), as evidence: the passive command fields plus who ran it and why."""
+
+    id: str  # command id, unique per node and stage (`r1b-rail3-gpu026-to-gpu001`)
+    cmd: str
+    rc: int | None
+    stdout: str
+    stderr: str
+    duration_s: float | None
+    timed_out: bool
+    killed: bool
+    pid: int | None
+    role: str  # what the process was in its test: "server", "client", "launcher", ...
+    round: Mapping[str, Any]  # {"number": 1, "sub": 1, "label": "1b"}
+    test: Mapping[str, Any] = field(default_factory=dict)  # the planned test, as data
+    peers: tuple[str, ...] = ()  # evidence refs of the test's other processes
+    started: bool = True
+    detail: str = ""
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "cmd": self.cmd,
+            "rc": self.rc,
+            "timed_out": self.timed_out,
+            "duration_s": self.duration_s,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "killed": self.killed,
+            "pid": self.pid,
+            "started": self.started,
+            "detail": self.detail,
+            "role": self.role,
+            "round": dict(self.round),
+            "test": dict(self.test),
+            "peers": list(self.peers),
+        }
 
 
 def _safe(part: str) -> str:
@@ -34,6 +85,11 @@ class EvidenceWriter:
     def __init__(self, root: str | os.PathLike[str], transport: str) -> None:
         self.root = Path(root)
         self.transport = transport
+
+    @staticmethod
+    def ref(node: str, stage: str, command: str) -> str:
+        """A verdict's evidence reference: `raw/<node>/<stage>.json#<command>`."""
+        return f"raw/{_safe(node)}/{_safe(stage)}.json#{command}"
 
     def record(self, stage: str, outcome: NodeOutcome) -> NodeOutcome:
         """Write the outcome's file; return it with evidence references filled in."""
@@ -56,6 +112,7 @@ class EvidenceWriter:
             results[cid] = dataclasses.replace(r, evidence=f"{rel}#{cid}")
         doc = {
             "bundle_version": BUNDLE_VERSION,
+            "kind": "session",
             "node": outcome.node,
             "stage": stage,
             "reach": outcome.reach.value,
@@ -67,6 +124,21 @@ class EvidenceWriter:
         }
         (d / f"{stage}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         return dataclasses.replace(outcome, results=results)
+
+    def record_processes(self, stage: str, node: str, records: Sequence[ProcessRecord]) -> None:
+        """Write (rewrite) the processes an active stage spawned on `node` so far."""
+        d = self.root / _safe(node)
+        d.mkdir(parents=True, exist_ok=True)
+        doc = {
+            "bundle_version": BUNDLE_VERSION,
+            "kind": "processes",
+            "node": node,
+            "stage": stage,
+            "transport": self.transport,
+            "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "commands": {r.id: r.doc() for r in records},
+        }
+        (d / f"{_safe(stage)}.json").write_text(json.dumps(doc, indent=1) + "\n", "utf-8")
 
 
 # A cut output keeps its head and tail in the evidence (what a reader needs to see why).
@@ -90,10 +162,13 @@ def read_capture(root: Path, node: str, stage: str) -> dict[str, Any] | None:
     if not p.is_file():
         return None
     doc: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
-    if doc.get("bundle_version") != BUNDLE_VERSION:
+    if doc.get("bundle_version") not in READABLE_VERSIONS:
         raise ValueError(
-            f"{p}: bundle version {doc.get('bundle_version')}, expected {BUNDLE_VERSION}"
+            f"{p}: bundle version {doc.get('bundle_version')}, expected one of "
+            + ", ".join(map(str, READABLE_VERSIONS))
         )
+    if doc.get("kind", "session") != "session":
+        raise ValueError(f"{p}: {doc.get('kind')} evidence of an active stage cannot be replayed")
     return doc
 
 

@@ -33,11 +33,19 @@ class ProcessResult:
     pid: int | None = None  # the wrapper's PID on the node (what kill() signals)
 
 
+SPAWN_ENV = "NODEGATE_SPAWN"
+
+
 def wrap(cmd: str, timeout_s: float, tag: str) -> str:
-    """The remote command line: report the PID on stderr, then run `cmd` under `timeout`."""
+    """The remote command line: report the PID on stderr, then run `cmd` under `timeout`.
+
+    The tag is also exported as NODEGATE_SPAWN: every process the command starts inherits it,
+    so a stray-process check can find exactly this spawn's survivors (a random tag cannot
+    match a reused PID or another run's process of the same name).
+    """
     inner = shlex.quote(cmd)
     bounded = f"timeout -k {KILL_AFTER_S:g} {timeout_s:g} sh -c {inner}"
-    return f"echo {tag} $$ >&2; exec {bounded} </dev/null"
+    return f"echo {tag} $$ >&2; {SPAWN_ENV}={tag}; export {SPAWN_ENV}; exec {bounded} </dev/null"
 
 
 class RemoteProcess(abc.ABC):
@@ -51,6 +59,7 @@ class RemoteProcess(abc.ABC):
         self.started = time.monotonic()
         self.pid: int | None = None
         self.killed = False
+        self.result: ProcessResult | None = None  # set once wait() has collected it
         self._out: list[str] = []
         self._err: list[str] = []
         self._buf = ""
@@ -111,6 +120,10 @@ class RemoteProcess(abc.ABC):
             if not chunk:
                 return b"".join(chunks).decode("utf-8", "replace"), False
             chunks.append(chunk)
+            if reader == "err" and self.pid is None:
+                # Note the PID as soon as it arrives: a wait() cancelled mid-read (an
+                # interrupted stage) loses its chunks, and kill() needs the PID.
+                self._strip_pid(b"".join(chunks).decode("utf-8", "replace"))
 
     async def wait(self, deadline: float | None = None) -> ProcessResult:
         """Collect the rest; past `deadline` (default: its own timeout + slack) kill it."""
@@ -128,7 +141,7 @@ class RemoteProcess(abc.ABC):
             rc = await self._returncode()
         self._close()
         stdout = "".join(self._out) + self._buf + out
-        return ProcessResult(
+        self.result = ProcessResult(
             node=self.node,
             cmd=self.cmd,
             rc=rc,
@@ -139,6 +152,7 @@ class RemoteProcess(abc.ABC):
             duration_s=round(time.monotonic() - self.started, 3),
             pid=self.pid,
         )
+        return self.result
 
     def _strip_pid(self, err: str) -> str:
         keep = []

@@ -18,6 +18,8 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from nodegate.active.rounds import Outcome, Round, RoundId
+
 MAX_ROUNDS = 3
 
 
@@ -37,20 +39,10 @@ class PairTest:
         return self.client if node == self.server else self.server
 
 
-@dataclass(frozen=True, slots=True)
-class Round:
-    number: int  # 1, 2 or 3
-    label: str  # "1", "1b", "2", "3"
-    tests: tuple[PairTest, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PairResult:
-    test: PairTest
-    round_label: str
-    passed: bool
-    bandwidth_gbps: float | None = None
-    error: str | None = None  # the tool's message when it did not measure
+# A test's outcome: `value` is the BW average in Gb/s, `error` the tool's message when it did
+# not measure.
+PairResult = Outcome[PairTest]
+PairRound = Round[PairTest]
 
 
 @dataclass
@@ -83,14 +75,14 @@ class Localization:
 
     def failed_with_good(self, node: str, rail: int) -> list[PairResult]:
         """Failures of `node` against partners that were good when the test was planned."""
-        return [r for r in self.of(node, rail) if not r.passed and r.round_label not in _FIRST]
+        return [r for r in self.of(node, rail) if not r.passed and r.round.number != 1]
 
     def status(self, node: str, rail: int) -> str:
         """pass | cleared | blamed | suspect | untested."""
         rs = self.of(node, rail)
         if not rs:
             return "untested"
-        later = [r for r in rs if r.round_label not in _FIRST]
+        later = [r for r in rs if r.round.number != 1]
         if all(r.passed for r in rs) and not later:
             return "pass"
         if any(r.passed for r in later):
@@ -98,9 +90,6 @@ class Localization:
         if len({r.test.other(node) for r in self.failed_with_good(node, rail)}) >= 2:
             return "blamed"
         return "suspect"  # failed and not (yet) confirmed either way
-
-
-_FIRST = ("1", "1b")
 
 
 def _order(nodes: Sequence[str], leaf: Mapping[str, str], seed: int) -> list[str]:
@@ -116,7 +105,7 @@ def round_one(
     *,
     same_leaf: bool = False,
     seed: int = 0,
-) -> list[Round]:
+) -> list[PairRound]:
     """The first round (and, for an odd count, its sub-round), deterministic for a seed."""
     if len(nodes) < 2:
         return []
@@ -137,8 +126,7 @@ def round_one(
     # connect) is still seen in round 1.
     rounds = [
         Round(
-            1,
-            "1",
+            RoundId(1),
             tuple(
                 PairTest(r, a, b) if i % 2 == 0 else PairTest(r, b, a)
                 for a, b in pairs
@@ -150,15 +138,15 @@ def round_one(
         partner = next((n for n in order if n != left and leaf.get(n) != leaf.get(left)), order[0])
         if partner == left:
             partner = order[1]
-        rounds.append(Round(1, "1b", tuple(PairTest(r, partner, left) for r in rails)))
+        rounds.append(Round(RoundId(1, 1), tuple(PairTest(r, partner, left) for r in rails)))
     return rounds
 
 
-def next_round(loc: Localization) -> Round | None:
+def next_round(loc: Localization) -> PairRound | None:
     """The next localization round from what failed so far; None when nothing is left to learn."""
-    done = {r.round_label for r in loc.results}
-    number = 2 if "2" not in done else 3
-    if number > MAX_ROUNDS or ("3" in done):
+    done = {r.round.number for r in loc.results}
+    number = 2 if 2 not in done else 3
+    if number > MAX_ROUNDS or MAX_ROUNDS in done:
         return None
     tests: list[PairTest] = []
     for rail in loc.rails:
@@ -181,7 +169,7 @@ def next_round(loc: Localization) -> Round | None:
                 tests.append(PairTest(rail, partner, node, subject=node))
     if not tests:
         return None
-    return Round(number, str(number), tuple(sorted(tests)))
+    return Round(RoundId(number), tuple(sorted(tests)))
 
 
 def _failed_as_server(loc: Localization, node: str, rail: int) -> bool:
@@ -193,7 +181,7 @@ def _needs_partner(loc: Localization, rail: int, number: int) -> list[str]:
     out = []
     for node in loc.nodes:
         rs = loc.of(node, rail)
-        if not rs or any(r.passed for r in rs if r.round_label not in ("1", "1b")):
+        if not rs or any(r.passed for r in rs if r.round.number != 1):
             continue
         tried = len(loc.failed_with_good(node, rail))
         first_failed = any(not r.passed for r in rs)
@@ -218,7 +206,7 @@ def suspect_paths(loc: Localization) -> list[tuple[str, str, int]]:
     """Leaf pairs (and rail) whose round-1 test failed while both members cleared elsewhere."""
     out = set()
     for r in loc.results:
-        if r.round_label in ("1", "1b") and not r.passed:
+        if r.round.number == 1 and not r.passed:
             a, b = r.test.nodes()
             if loc.status(a, r.test.rail) == "cleared" and loc.status(b, r.test.rail) == "cleared":
                 la, lb = sorted((loc.leaf.get(a, "?"), loc.leaf.get(b, "?")))
@@ -227,4 +215,31 @@ def suspect_paths(loc: Localization) -> list[tuple[str, str, int]]:
 
 
 def rounds_used(results: Iterable[PairResult]) -> int:
-    return len({r.round_label.rstrip("b") for r in results})
+    """Sequential rounds that ran (a sub-round counts with its round)."""
+    return len({r.round.number for r in results})
+
+
+class PairLocalizer:
+    """The ib_pairs localizer for the active skeleton: round 1 (and 1b) from the pairing, then
+    `next_round` from what failed."""
+
+    def __init__(
+        self,
+        nodes: Sequence[str],
+        leaf: Mapping[str, str],
+        rails: Sequence[int],
+        *,
+        same_leaf: bool,
+        seed: int,
+    ) -> None:
+        self.loc = Localization(tuple(sorted(rails)), tuple(nodes), leaf)
+        self._first = round_one(nodes, leaf, sorted(rails), same_leaf=same_leaf, seed=seed)
+
+    def first_rounds(self) -> list[PairRound]:
+        return list(self._first)
+
+    def add(self, outcome: PairResult) -> None:
+        self.loc.add(outcome)
+
+    def next_round(self) -> PairRound | None:
+        return next_round(self.loc)

@@ -1,0 +1,29 @@
+"""Active stages (traffic between nodes): one skeleton, plan -> run -> sanity -> performance
+-> localize -> cleanup, generic over the unit under test (see `active.skeleton`)."""
+
+from nodegate.active.addresses import PeerAddress, peer_address
+from nodegate.active.campaign import Campaign, EvidenceRefs, Execution, Side, Spawner
+from nodegate.active.judge import cleanup_verdicts, failure_status
+from nodegate.active.ledger import ProcessLedger
+from nodegate.active.rounds import Localizer, Outcome, Round, RoundId, Sanity
+from nodegate.active.skeleton import ActiveStage, run_campaign
+
+__all__ = [
+    "ActiveStage",
+    "Campaign",
+    "EvidenceRefs",
+    "Execution",
+    "Localizer",
+    "Outcome",
+    "PeerAddress",
+    "ProcessLedger",
+    "Round",
+    "RoundId",
+    "Sanity",
+    "Side",
+    "Spawner",
+    "cleanup_verdicts",
+    "failure_status",
+    "peer_address",
+    "run_campaign",
+]

@@ -1,0 +1,102 @@
+"""What an active stage supplies to the skeleton: a campaign per set of nodes tested together.
+
+A campaign knows its units and tests (through its localizer), how to run one test over the
+transport (`execute`, spawning only through the ledger), how to read what a test left
+(`sanity`: value or tool error), the floor the value must reach (`performance`), and how to
+turn what the localizer learnt into verdicts. The skeleton (`active.skeleton`) does the rest:
+rounds, concurrency, plan files, evidence, cleanup.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from nodegate.active.rounds import Localizer, Outcome, Sanity
+from nodegate.model import Verdict
+from nodegate.thresholds import Threshold
+from nodegate.transport.process import ProcessResult, RemoteProcess
+
+T = TypeVar("T")
+
+
+class Spawner(Protocol):
+    """How a test starts remote processes: the stage's ledger (`active.ledger`)."""
+
+    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One process of a test, or one that never started (`result` None, `detail` says why)."""
+
+    node: str
+    role: str  # "server", "client", "launcher", ...
+    cmd: str
+    result: ProcessResult | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """What running one test left: every side (the evidence) and, when orchestration failed
+    before anything could be measured (a server that never listened), why."""
+
+    sides: tuple[Side, ...]
+    error: str | None = None
+
+
+class EvidenceRefs(Protocol[T]):
+    """Where the raw output of an outcome is: `raw/<node>/<stage>.json#<command id>`."""
+
+    def refs(self, outcome: Outcome[T], node: str) -> tuple[str, ...]: ...
+
+
+class Campaign(abc.ABC, Generic[T]):
+    """One active run over a set of nodes (ib_pairs: the nodes of one profile)."""
+
+    name: str  # names the run directory's files: <stage>/plan-<name>.json
+    nodes: tuple[str, ...]  # every node taking part (the cleanup check runs on each)
+    localizer: Localizer[T]
+    performance: Threshold  # the floor a sane value must reach
+
+    def plan_header(self) -> dict[str, Any]:
+        """What the plan file says before its rounds (method, addresses used, ...)."""
+        return {}
+
+    @abc.abstractmethod
+    def test_doc(self, test: T) -> dict[str, Any]:
+        """A planned test as data, for the plan file and the evidence."""
+
+    @abc.abstractmethod
+    def test_nodes(self, test: T) -> tuple[str, ...]:
+        """Every node the test holds. A node that ran none of the test's processes (a rank
+        started by mpirun on the launcher's behalf) is checked for the test's processes too:
+        launchers must pass NODEGATE_SPAWN on (`mpirun -x NODEGATE_SPAWN`; srun does)."""
+
+    @abc.abstractmethod
+    def test_key(self, test: T) -> str:
+        """A test's id within its round (`rail3-gpu026-to-gpu001`); ids are `r<round>-<key>`."""
+
+    def serial_key(self, test: T) -> Hashable | None:
+        """Tests of a round with the same key run one after another; None: with the rest."""
+        return None
+
+    @abc.abstractmethod
+    async def execute(self, test: T, spawn: Spawner) -> Execution:
+        """Run one test; every remote process through `spawn`, every wait under a deadline."""
+
+    @abc.abstractmethod
+    def sanity(self, test: T, run: Execution) -> Sanity:
+        """The measured value, or why the output cannot be trusted (a tool error, not a low
+        number)."""
+
+    def localization_doc(self) -> dict[str, Any] | None:
+        """What localization concluded (written to <stage>/localization-<name>.json)."""
+        return None
+
+    @abc.abstractmethod
+    def verdicts(self, evidence: EvidenceRefs[T]) -> list[Verdict]:
+        """One verdict per unit at least, from what the localizer learnt."""

@@ -1,0 +1,155 @@
+"""The active-stage skeleton: plan -> run -> sanity -> performance -> localize -> cleanup.
+
+    plan         the localizer's rounds; each written to <run>/<stage>/plan-<campaign>.json
+                 before it runs
+    run          every test of a round at once (bounded by --fanout; tests sharing a serial
+                 key one after another), remote processes only through the ledger
+    sanity       did the tool run, is its output understood: a value or a tool error (ERROR)
+    performance  a sane value against the campaign's floor (below it: FAIL)
+    localize     outcomes feed the localizer, which plans the next round or stops
+    cleanup      always (errors and interrupts included): kill by PID what the ledger holds
+                 that never ended; then, on a completed run, the stray check on every node
+
+An interrupt (task cancelled, KeyboardInterrupt) still kills what the stage started, then
+re-raises. A stage is an `ActiveStage` that splits its nodes into `Campaign`s.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import json
+from collections.abc import Hashable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from nodegate.active.campaign import Campaign, Execution
+from nodegate.active.evidence import ActiveEvidence
+from nodegate.active.judge import cleanup_verdicts
+from nodegate.active.ledger import ProcessLedger, SpawnScope
+from nodegate.active.rounds import Outcome, Round
+from nodegate.model import Verdict
+from nodegate.stages.base import Stage, StageContext, StageOptions
+from nodegate.transport.evidence import EvidenceWriter
+
+T = TypeVar("T")
+
+
+class ActiveStage(Stage, Generic[T]):
+    """A stage that puts traffic between nodes. Supplies `plan` (campaigns, and verdicts for
+    nodes that cannot take part), `tool` and `cleanup_check`; the skeleton runs the rest."""
+
+    active = True
+    tool: str = "process"  # names the cleanup check's component and messages
+    cleanup_check: str = ""  # id of the check judged by the stray check
+
+    @abc.abstractmethod
+    def plan(self, ctx: StageContext) -> tuple[list[Campaign[T]], list[Verdict]]:
+        """Split ctx.nodes into campaigns; ERROR verdicts for nodes left out, and why."""
+
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        campaigns, verdicts = self.plan(ctx)
+        for c in campaigns:
+            verdicts += await run_campaign(self, c, ctx)
+        return verdicts
+
+
+async def run_campaign(stage: ActiveStage[T], c: Campaign[T], ctx: StageContext) -> list[Verdict]:
+    """The pipeline for one campaign; cleanup runs whatever happens, the stray check after."""
+    ledger = ProcessLedger(ctx.transport)
+    writer = ctx.transport.evidence or EvidenceWriter(ctx.run_dir / "raw", ctx.transport.name)
+    book: ActiveEvidence[T] = ActiveEvidence(writer, stage.name, c.test_key)
+    out_dir = ctx.run_dir / stage.name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    opts = ctx.options
+    try:
+        await localize(stage.name, c, ledger, book, out_dir, opts)
+        verdicts = c.verdicts(book)
+        doc = c.localization_doc()
+        if doc is not None:
+            write_json(out_dir / f"localization-{c.name}.json", doc)
+    finally:
+        killed = await cleanup(ledger)
+        if killed and opts.log is not None:
+            opts.log(f"{stage.name} {c.name}: cleanup killed {killed} process(es) by PID")
+    strays = await ledger.stray_check(stage.name, c.nodes)
+    return verdicts + cleanup_verdicts(stage.cleanup_check, stage.tool, c.nodes, strays)
+
+
+async def localize(
+    stage: str,
+    c: Campaign[T],
+    ledger: ProcessLedger,
+    book: ActiveEvidence[T],
+    out_dir: Path,
+    opts: StageOptions,
+) -> None:
+    """Rounds until the localizer stops: plan, run, sanity, performance, localize."""
+    pending = list(c.localizer.first_rounds())
+    planned: list[dict[str, Any]] = []
+    while pending:
+        rnd = pending.pop(0)
+        plan_round(c, rnd, planned, out_dir)
+        if opts.log is not None:
+            opts.log(f"{stage} {c.name}: round {rnd.id.label}: {len(rnd.tests)} tests")
+        for test, execution in await run_round(c, rnd, ledger, opts.fanout):
+            book.add(rnd.id, test, c.test_doc(test), execution)
+            c.localizer.add(judge(c, rnd, test, execution))
+        await book.flush()
+        if not pending:
+            nxt = c.localizer.next_round()
+            if nxt is not None:
+                pending.append(nxt)
+
+
+def plan_round(c: Campaign[T], rnd: Round[T], planned: list[dict[str, Any]], out_dir: Path) -> None:
+    """Write the plan so far, this round included, before the round runs."""
+    planned.append(
+        {
+            "round": rnd.id.label,
+            "id": rnd.id.doc(),
+            "tests": [c.test_doc(t) for t in rnd.tests],
+        }
+    )
+    write_json(out_dir / f"plan-{c.name}.json", {**c.plan_header(), "rounds": planned})
+
+
+async def run_round(
+    c: Campaign[T], rnd: Round[T], ledger: ProcessLedger, limit: int
+) -> list[tuple[T, Execution]]:
+    """Every test of the round at once, at most `limit` running; results in plan order."""
+    sem = asyncio.Semaphore(limit)
+
+    async def one(t: T) -> tuple[T, Execution]:
+        async with sem:
+            scope = SpawnScope(ledger)
+            run = await c.execute(t, scope)
+            scope.watch_on(c.test_nodes(t))
+            return t, run
+
+    groups: dict[Hashable, list[T]] = {}
+    for i, t in enumerate(rnd.tests):
+        key = c.serial_key(t)
+        groups.setdefault(("alone", i) if key is None else ("serial", key), []).append(t)
+
+    async def serial(ts: Sequence[T]) -> list[tuple[T, Execution]]:
+        return [await one(t) for t in ts]
+
+    nested = await asyncio.gather(*(serial(ts) for ts in groups.values()))
+    return [r for rs in nested for r in rs]
+
+
+def judge(c: Campaign[T], rnd: Round[T], test: T, run: Execution) -> Outcome[T]:
+    """Sanity first (a tool error is never a low number), then performance."""
+    sane = c.sanity(test, run)
+    passed = sane.error is None and c.performance.holds(sane.value)
+    return Outcome(test, rnd.id, passed, sane.value, sane.error)
+
+
+async def cleanup(ledger: ProcessLedger) -> int:
+    """Kill by PID what never ended; shielded, so a second cancel cannot stop the kills."""
+    return await asyncio.shield(asyncio.ensure_future(ledger.kill_survivors()))
+
+
+def write_json(path: Path, doc: Mapping[str, Any]) -> None:
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

@@ -1,1 +1,0 @@
-"""Stage `ib_pairs` pieces: the pair planner and bad-node localization (pure), orchestration."""

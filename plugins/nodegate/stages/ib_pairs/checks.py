@@ -1,0 +1,97 @@
+"""The checks of stage `ib_pairs` (judged by the active skeleton's phases) and the per-rail
+verdict from what localization learnt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from nodegate.active.judge import failure_status
+from nodegate.checks import Check, CheckTable
+from nodegate.model import Status, Verdict
+from nodegate.stages.ib_pairs.plan import Localization, PairResult
+from nodegate.stages.ib_pairs.profile import IbPairsProfile, Rail
+
+RAIL_BANDWIDTH = "ib_pairs.rail.bandwidth"
+CLEANUP = "ib_pairs.cleanup"
+
+CHECKS: CheckTable[None, IbPairsProfile] = CheckTable(
+    "ib_pairs",
+    [
+        Check(
+            RAIL_BANDWIDTH,
+            "the rail reaches the profile's floor with a good partner.",
+            None,
+            "HCA port",
+            "test_rail_bandwidth",
+            "pipeline",
+        ),
+        Check(
+            CLEANUP,
+            "no ib_write_bw process is left on the node after the stage.",
+            None,
+            "process",
+            "test_no_stray_perftest",
+            "pipeline",
+        ),
+    ],
+)
+
+Refs = Callable[[PairResult, str], tuple[str, ...]]
+SuspectPath = tuple[str, str, int]  # (leaf, leaf, rail)
+
+
+def rail_verdict(
+    node: str,
+    rail: Rail,
+    loc: Localization,
+    prof: IbPairsProfile,
+    paths: Sequence[SuspectPath],
+    refs: Refs,
+) -> Verdict:
+    """`ib_pairs.rail.bandwidth` for one node's rail: passed, cleared, blamed or unconfirmed."""
+    comp = f"{rail.device} port 1 (rail {rail.rail})"
+    status = loc.status(node, rail.rail)
+    rs = loc.of(node, rail.rail)
+    ev = tuple(ref for r in rs for ref in refs(r, node))
+    history = "; ".join(_describe(node, r) for r in rs)
+    want, unit = prof.floor.expected(), prof.floor.unit
+    if status in ("pass", "cleared"):
+        bw = max((r.value for r in rs if r.passed and r.value), default=None)
+        note = _cleared_note(node, rail, loc, paths) if status == "cleared" else ""
+        return Verdict(
+            RAIL_BANDWIDTH, node, Status.PASS, comp, bw, want, unit,
+            f"{history}{note} [{prof.describe()}]", evidence=ev,
+        )  # fmt: skip
+    if status == "untested":
+        return Verdict(
+            RAIL_BANDWIDTH, node, Status.ERROR, comp, None, want, unit,
+            "not tested (no partner in any round)", evidence=ev,
+        )  # fmt: skip
+    worst = min((r.value for r in rs if r.value is not None), default=None)
+    if status == "blamed":
+        msg = f"fails with two good partners: {history} [{prof.describe()}]"
+        hint = f"check {rail.device}: cable/transceiver, port counters, firmware; swap or reseat"
+    else:
+        msg = f"failed and not cleared (no good partner left within 3 rounds): {history}"
+        hint = "retest with more healthy nodes on this rail"
+    return Verdict(RAIL_BANDWIDTH, node, failure_status(rs), comp, worst, want, unit, msg, hint, ev)
+
+
+def _cleared_note(node: str, rail: Rail, loc: Localization, paths: Sequence[SuspectPath]) -> str:
+    mine = {(loc.leaf.get(node), rail.rail)}
+    hit = [p for p in paths if (p[0], p[2]) in mine or (p[1], p[2]) in mine]
+    note = " (cleared with a good partner"
+    return note + (f"; path {hit[0][0]}<->{hit[0][1]} suspect)" if hit else ")")
+
+
+def _describe(node: str, r: PairResult) -> str:
+    partner = r.test.other(node)
+    what = f"{r.value:g} Gb/s" if r.value is not None else "no result"
+    if r.error:
+        what += f" ({r.error})"
+    return f"round {r.round.label} with {partner}: {what}"
+
+
+def unjudged(node: str, message: str) -> list[Verdict]:
+    """Every check ERROR for a node that cannot take part (no section, no partner)."""
+    return [Verdict(c.id, node, Status.ERROR, "ib_pairs", message=message) for c in CHECKS]

@@ -1,0 +1,138 @@
+"""Running one planned ib_write_bw test between two nodes, and reading what it left.
+
+Server first, on node A: `ib_write_bw` in the background, then poll `ss` until *that process*
+listens on the rail's port (never a fixed sleep: perftest prints its "Waiting for client"
+banner before it binds, and buffered), then the client on node B towards A's data-plane
+address. Both run under deadlines; a server still there after the client is done is killed by
+PID and reported. Sanity reads both sides through the perftest parser.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+from nodegate.active.campaign import Execution, Side, Spawner
+from nodegate.active.rounds import Sanity
+from nodegate.errors import ParseError
+from nodegate.parsers.perftest import PerftestFailure, PerftestResult, parse_ib_write_bw
+from nodegate.stages.ib_pairs.plan import PairTest
+from nodegate.stages.ib_pairs.profile import IbPairsProfile, Method, Rail
+from nodegate.transport.process import ProcessResult, SpawnError
+
+READY = "NODEGATE-PERFTEST-LISTENING"
+SERVER_AFTER_CLIENT_S = 10.0  # a server lingering this long after its client is hung
+KILLED_WAIT_S = 10.0  # collecting a side that was just killed
+
+
+def perftest_argv(rail: Rail, m: Method, port_base: int, server_addr: str | None) -> list[str]:
+    argv = []
+    if rail.numa_node is not None:
+        argv += ["numactl", f"--cpunodebind={rail.numa_node}", f"--membind={rail.numa_node}"]
+    argv += ["ib_write_bw", "-d", rail.device, "-i", "1", "-p", str(port_base + rail.rail)]
+    argv += ["-s", str(m.message_bytes), "-n", str(m.iterations), "-q", str(m.qps)]
+    argv += ["-F", "--report_gbits"]
+    if m.bidirectional:
+        argv.append("-b")
+    if m.gpudirect and rail.gpu_index is not None:
+        argv.append(f"--use_cuda={rail.gpu_index}")
+    argv += list(m.extra_args)
+    if server_addr is not None:
+        argv.append(server_addr)
+    return argv
+
+
+def server_script(rail: Rail, prof: IbPairsProfile) -> str:
+    """Start the server, report readiness once its own PID listens on the port, wait for it."""
+    cmd = " ".join(shlex.quote(a) for a in perftest_argv(rail, prof.method, prof.port_base, None))
+    port = prof.port_base + rail.rail
+    return (
+        f"{cmd} & p=$!\n"
+        "while :; do\n"
+        f'  case "$(ss -Hltnp "sport = :{port}" 2>/dev/null)" in *"pid=$p,"*) break ;; esac\n'
+        '  kill -0 "$p" 2>/dev/null || { wait "$p"; exit $?; }\n'
+        "  sleep 0.05\n"
+        "done\n"
+        f"echo {READY}\n"
+        'wait "$p"'
+    )
+
+
+def client_command(rail: Rail, prof: IbPairsProfile, server_addr: str) -> str:
+    argv = perftest_argv(rail, prof.method, prof.port_base, server_addr)
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+async def run_pair(
+    test: PairTest, rail: Rail, prof: IbPairsProfile, server_addr: str, spawn: Spawner
+) -> Execution:
+    """Server, readiness, client, both collected under deadlines; nothing judged here."""
+    srv_cmd = server_script(rail, prof)
+    cli_cmd = client_command(rail, prof, server_addr)
+
+    def sides(s: ProcessResult | None, c: ProcessResult | None, why: str = "") -> tuple[Side, ...]:
+        return (
+            Side(test.server, "server", srv_cmd, s, "" if s else why),
+            Side(test.client, "client", cli_cmd, c, "" if c else why),
+        )
+
+    try:
+        server = await spawn.spawn(test.server, srv_cmd, prof.timeout_s + prof.ready_timeout_s)
+    except SpawnError as exc:
+        why = f"server {test.server}: {exc.detail}"
+        return Execution(sides(None, None, f"not started: {why}"), why)
+    ready = await server.wait_for_line(READY, time.monotonic() + prof.ready_timeout_s)
+    if not ready:
+        await server.kill()
+        s = await server.wait(time.monotonic() + KILLED_WAIT_S)
+        last = (s.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        why = f"server did not listen within {prof.ready_timeout_s:g} s: {last}"
+        return Execution(sides(s, None, f"not started: {why}"), why)
+    try:
+        client = await spawn.spawn(test.client, cli_cmd, prof.timeout_s)
+    except SpawnError as exc:
+        await server.kill()
+        s = await server.wait(time.monotonic() + KILLED_WAIT_S)
+        why = f"client {test.client}: {exc.detail}"
+        return Execution(sides(s, None, f"not started: {why}"), why)
+    c = await client.wait()
+    s = await server.wait(time.monotonic() + SERVER_AFTER_CLIENT_S)
+    return Execution(sides(s, c))
+
+
+def bandwidth_of(res: ProcessResult, side: str) -> tuple[float | None, str | None]:
+    """(BW average Gb/s of the largest message, error text) from one side's output."""
+    if res.timed_out:
+        return None, f"{side} killed at its deadline after {res.duration_s:g} s"
+    text = res.stdout + ("\n" + res.stderr if res.stderr else "")
+    try:
+        parsed = parse_ib_write_bw(text, side)  # type: ignore[arg-type]
+    except ParseError as exc:
+        return None, f"{side}: unrecognized ib_write_bw output: {exc.reason}"
+    if isinstance(parsed, PerftestFailure):
+        return None, f"{side}: {parsed.message}"
+    assert isinstance(parsed, PerftestResult)
+    if res.rc != 0:
+        return None, f"{side}: ib_write_bw exited {res.rc}: {res.stderr.strip()[:200]}"
+    if not parsed.rows:
+        return None, f"{side}: no result row"
+    return parsed.rows[-1].bw_average_gbps, None
+
+
+def pair_sanity(test: PairTest, run: Execution) -> Sanity:
+    """The client's bandwidth (the server's if the client has none), or why it cannot count."""
+    if run.error is not None:
+        return Sanity(None, run.error)
+    server, client = run.sides
+    assert server.result is not None and client.result is not None
+    bw, err = bandwidth_of(client.result, "client")
+    s_bw, s_err = bandwidth_of(server.result, "server")
+    if server.result.killed:
+        s_err = (
+            f"server on {test.server} still running {SERVER_AFTER_CLIENT_S:g} s after the "
+            "client finished: killed"
+        )
+    err = err or s_err
+    if bw is None and s_bw is not None and err is None:
+        bw = s_bw
+    return Sanity(bw, err)

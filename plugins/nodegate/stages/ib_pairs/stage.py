@@ -1,0 +1,65 @@
+"""Stage `ib_pairs`: ib_write_bw per rail between planned node pairs, then localization.
+
+Only nodes that passed every earlier stage take part (the engine's rule for active stages).
+Rails come from the profile's `hca.rails`; method, floor, ports and deadlines from `ib_pairs`.
+The nodes of one profile form one campaign of the active skeleton (`nodegate.active`): the
+plan is written to <run>/ib_pairs/plan-<profile>.json before each round runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from nodegate.active.campaign import Campaign
+from nodegate.active.skeleton import ActiveStage
+from nodegate.inventory import Node
+from nodegate.model import Verdict
+from nodegate.profiles import Profile
+from nodegate.stages.base import StageContext
+from nodegate.stages.ib_pairs.campaign import PairCampaign
+from nodegate.stages.ib_pairs.checks import CHECKS, CLEANUP, unjudged
+from nodegate.stages.ib_pairs.plan import PairTest
+from nodegate.stages.ib_pairs.profile import SECTION, ib_pairs_profile, profile_rails
+
+
+class IbPairsStage(ActiveStage[PairTest]):
+    name = "ib_pairs"
+    checks = CHECKS
+    tool = "ib_write_bw"
+    cleanup_check = CLEANUP
+
+    def plan(self, ctx: StageContext) -> tuple[list[Campaign[PairTest]], list[Verdict]]:
+        verdicts: list[Verdict] = []
+        groups: dict[str, list[Node]] = {}
+        for n in ctx.nodes:
+            prof = ctx.profiles[n.name]
+            why = _missing(prof)
+            if why:
+                verdicts += unjudged(n.name, f"profile {prof.name}: {why}")
+                continue
+            groups.setdefault(prof.name, []).append(n)
+        campaigns: list[Campaign[PairTest]] = []
+        for name, members in groups.items():
+            if len(members) < 2:
+                verdicts += unjudged(
+                    members[0].name, f"no partner node of profile {name} to test with"
+                )
+                continue
+            prof = ctx.profiles[members[0].name]
+            campaigns.append(
+                PairCampaign(
+                    name, ib_pairs_profile(prof), profile_rails(prof), members, ctx.transport
+                )
+            )
+        return campaigns, verdicts
+
+
+def _missing(prof: Profile) -> str | None:
+    if not isinstance(prof.data.get(SECTION), Mapping):
+        return f"no {SECTION!r} section"
+    if not profile_rails(prof):
+        return "no 'hca.rails' (the rails ib_pairs tests)"
+    return None
+
+
+STAGE = IbPairsStage()
