@@ -184,6 +184,14 @@ def test_fabric_manager_journal_nvswitch_errors_of_the_running_instance(h100):
     assert pins(run(h100, replace={"fabricmanager": (0, old)}), "gpu.nvswitch") == [
         ("NVSwitches", "pass", "none", SXID_WANT, none)
     ]
+    # Its status unreadable: gpu.fabric is the ERROR; the kernel log still holds every SXid.
+    vs = run(h100, replace={"fabricmanager": (124, "")})
+    unread = (
+        "no SXid in the kernel log of the last 24 h; "
+        "fabric manager journal not read (see gpu.fabric)"
+    )
+    assert pins(vs, "gpu.nvswitch") == [("NVSwitches", "pass", "none", SXID_WANT, unread)]
+    assert not_passing(vs) == {("gpu.fabric", "error")}
 
 
 @pytest.mark.parametrize(

@@ -47,7 +47,8 @@ def check_nvswitch(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     if f.klog is None:
         return [cmd_error(f, "gpu.nvswitch", KERNEL, want, "kernel_log")]
     errs = [SwitchError(sx.bdf, sx.sxid, sx.fatal, KERNEL) for sx in f.klog.sxids]
-    fm_note = ""
+    # The kernel log holds every SXid; an unreadable fabric manager status is gpu.fabric's ERROR.
+    fm_note = "; fabric manager journal not read (see gpu.fabric)" if p.fabric_manager else ""
     if f.fm is not None:
         pid = f.fm.main_pid
         errs += [
@@ -83,7 +84,8 @@ def _switch_verdict(
         action, meaning = table.action(code, fatal)
         seen = Counter(e.source for e in same)
         where = ", ".join(f"{src} x{seen[src]}" for src in (KERNEL, FABRIC_MANAGER) if seen[src])
-        sev = "fatal" if fatal else "non-fatal" if all(e.fatal is False for e in same) else "?"
+        known = all(e.fatal is False for e in same)
+        sev = "fatal" if fatal else "non-fatal" if known else "severity not logged"
         parts.append(f"SXid {code} ({meaning}, {sev}: {action}): {where}")
         worst = max(worst, action, key=XID_ACTIONS.index)
     return judged(
