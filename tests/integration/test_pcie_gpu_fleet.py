@@ -28,6 +28,10 @@ EXPECT: dict[str, tuple[object, str, str]] = {
     "gpu013": ("fabricmanager_stopped", "gpu.fabric", "nvidia-fabricmanager"),
     "gpu014": ("hw_slowdown", "gpu.clocks", GPU3),
     "gpu015": ("dcgm_fail", "gpu.dcgm", GPU3),
+    # issue #9: a test failing by itself, NVSwitch errors, a fall off the bus without Xid
+    "gpu016": ("dcgm_test_fail", "gpu.dcgm", "dcgmi diag"),
+    "gpu017": ({"sxid": "12028"}, "gpu.nvswitch", "NVSwitch 0000:83:00.0"),
+    "gpu018": ("fallen_off_bus", "gpu.xid", GPU3),
 }
 
 
@@ -44,13 +48,13 @@ def bad(reasons):
 
 def test_one_node_per_fault_rejected_for_it(sim_fleet):
     faults = {node: [fault] for node, (fault, _, _) in EXPECT.items()}
-    fleet = sim_fleet(base_model(16, faults=faults))
+    fleet = sim_fleet(base_model(19, faults=faults))
     run = fleet.run("-m", "reach or pcie_gpu")
     assert run.rc == 1, run.stdout
     jsonschema.Draft202012Validator(admission_schema()).validate(run.admission)
     rej = run.rejected()
     assert sorted(rej) == sorted(EXPECT), run.stdout
-    assert sorted(run.admitted()) == ["gpu001", "gpu002", "gpu016"]
+    assert sorted(run.admitted()) == ["gpu001", "gpu002", "gpu019"]
     for node, (fault, check, comp) in EXPECT.items():
         assert bad(rej[node]) == {(check, comp)}, (node, fault, rej[node])
         reason = rej[node][0]
@@ -60,6 +64,11 @@ def test_one_node_per_fault_rejected_for_it(sim_fleet):
     xid79 = rej["gpu006"][0]
     assert xid79["observed"] == "79" and "RMA" in xid79["remediation"]
     assert "reboot" in rej["gpu009"][0]["remediation"]
+    assert rej["gpu016"][0]["observed"].startswith("software Fail: There was an internal error")
+    assert (rej["gpu017"][0]["observed"], rej["gpu018"][0]["observed"]) == (
+        "12028",
+        "fallen off the bus",
+    )
     width = rej["gpu004"][0]
     assert (width["observed"], width["expected"], width["unit"]) == (8, 16, "lanes")
     assert "lspci LnkSta 8" in width["message"]

@@ -7,6 +7,7 @@ from nodegate.errors import ParseError
 from nodegate.parsers.fabricmanager import (
     LOG_TOOL,
     STATUS_TOOL,
+    NvswitchError,
     parse_fabricmanager_log,
     parse_fabricmanager_status,
 )
@@ -16,6 +17,10 @@ from conftest import CORPUS, check_expected, corpus_text
 STATUS_FILES = sorted(p.name for p in (CORPUS / "gpu").glob("systemctl-status-*"))
 LOG_FILES = sorted(p.name for p in (CORPUS / "gpu").glob("fabricmanager-log__*"))
 STATUS = f"gpu/{STATUS_FILES[0]}"
+STATUS_SXID = (
+    "gpu/systemctl-status-nvidia-fabricmanager__"
+    "hgx-8gpu-driver590.48.01-start-script-nvswitch-nonfatal-22013-journal.txt"
+)
 LOG = f"gpu/{LOG_FILES[0]}"
 
 
@@ -32,7 +37,7 @@ def test_log_corpus_expected(name: str) -> None:
 
 
 def test_corpus_count() -> None:
-    assert (len(STATUS_FILES), len(LOG_FILES)) == (1, 1)
+    assert (len(STATUS_FILES), len(LOG_FILES)) == (2, 1)
 
 
 def test_status_running_path_triggered_and_clipped_journal() -> None:
@@ -49,6 +54,29 @@ def test_status_running_path_triggered_and_clipped_journal() -> None:
     clipped = [j for j in st.journal if j.cut]
     assert len(clipped) == 1 and clipped[0].message.endswith("once the GPUs are succ")
     assert clipped[0].ident == "nv-fabricmanager" and clipped[0].pid == 2116
+
+
+def test_status_journal_nvswitch_error_nodeid_wording() -> None:
+    st = parse_fabricmanager_status(corpus_text(STATUS_SXID))
+    assert st.main_pid == 5183 and st.sub_state == "running"
+    errs = [(j.pid, j.nvswitch_error) for j in st.journal if j.nvswitch_error is not None]
+    assert errs == [(5183, NvswitchError(None, False, 22013, 0, "0000:08:00.0", 3, 60))]
+    assert all(
+        j.nvswitch_error is None for j in parse_fabricmanager_status(corpus_text(STATUS)).journal
+    )
+
+
+def test_status_journal_nvswitch_error_clipped_keeps_its_code() -> None:
+    head = corpus_text(STATUS_SXID).rsplit("\n", 2)[0]
+    fm = "\nMar 03 18:40:01 h nv-fabricmanager[5183]: "
+    clipped = head + fm + "detected NVSwitch fatal error 20034 on fid 0 on>\n"
+    err = parse_fabricmanager_status(clipped).journal[-1].nvswitch_error
+    assert err == NvswitchError(None, True, 20034, None, None, None, None)
+    # Clipped before its code, or malformed in full: not understood, never "no error".
+    for tail in ("detected NVSwitch fat>", "detected NVSwitch fatal error on port 3"):
+        with pytest.raises(ParseError, match="malformed NVSwitch error") as err_info:
+            parse_fabricmanager_status(head + fm + tail + "\n")
+        assert err_info.value.tool == STATUS_TOOL
 
 
 def test_status_failed_unit() -> None:

@@ -188,7 +188,7 @@ def test_empty_kernel_window_is_no_events(profile):
         ),
         ("lspci", 124, "", {"pcie.switch.link"}),
         ("nvlink", 0, "garbage line\n", {"gpu.nvlink"}),
-        ("kernel_log", 1, "", {"gpu.xid"}),
+        ("kernel_log", 1, "", {"gpu.xid", "gpu.nvswitch"}),
         ("fabricmanager", 124, "", {"gpu.fabric"}),
         ("dcgm", 124, "", {"gpu.dcgm"}),
         ("dcgm", 0, '{"not": "a diag"}', {"gpu.dcgm"}),

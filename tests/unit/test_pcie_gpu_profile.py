@@ -74,11 +74,31 @@ def test_xid_table_comes_from_the_shared_fragment() -> None:
         assert xid.codes[13].action == "ignore" and list(xid.codes) == sorted(xid.codes)
 
 
+def test_sxid_table_and_per_gpu_fabric_state_per_generation() -> None:
+    lib = ProfileLibrary([PROFILES])
+    typed_all = {n: STAGE.profile_of(lib.get(n)) for n in lib.available()}
+    assert {n: p.fabric_per_gpu_state for n, p in typed_all.items()} == {
+        "generic-hgx-h100": True,
+        "nd-a100-v4": False,  # Ampere: Fabric State N/A
+        "nd-h100-v5": True,
+        "nd-h200-v5": True,
+    }
+    for name, p in typed_all.items():
+        sx = p.sxid
+        assert (sx.fatal_action, sx.unknown_action, len(sx.codes)) == ("reboot", "reset", 30), name
+        assert sx.codes[22013] == XidRule("Minion link DLREQ interrupt", "ignore")
+    sx = typed_all["generic-hgx-h100"].sxid
+    assert sx.action(22013, False) == ("ignore", "Minion link DLREQ interrupt")
+    assert sx.action(22013, True) == ("reboot", "Minion link DLREQ interrupt")  # logged Fatal
+    assert sx.action(19084, False) == ("reboot", "AN1 heartbeat timeout")  # worse than fatal's
+    assert sx.action(4242, False) == ("reset", "not in the profile's SXid table")
+
+
 def test_h200_inherits_every_threshold_but_the_model() -> None:
     h100, h200 = typed("nd-h100-v5"), typed("nd-h200-v5")
     assert h200.pci_device_ids == ("10de:2335",)
     assert h200.driver.check("550.54.13") == (False, ">= 550.54.14")
-    same = ("gpu_count", "pcie_gen", "pcie_width", "nvlink", "xid", "dcgm", "switch_ports")
+    same = ("gpu_count", "pcie_gen", "pcie_width", "nvlink", "xid", "sxid", "dcgm", "switch_ports")
     assert all(getattr(h100, k) == getattr(h200, k) for k in same)
 
 
@@ -120,12 +140,25 @@ def _write_variant(tmp_path: Path, edit: dict[str, Any]) -> Path:
         ({"ecc.volatile_uncorrectable": {"equal": 0}}, r"'max' is a required property"),
         ({"retired_pages": {"max_total": 60}}, r"pcie_gpu.retired_pages: 'total' is a required"),
         ({"xid.codes": {"079": {"meaning": "x", "action": "reset"}}}, r"'079' does not match"),
+        ({"fabric": {"manager": True}}, r"pcie_gpu.fabric: 'per_gpu_state' is a required"),
+        ({"sxid": {"fatal_action": "panic"}}, r"pcie_gpu.sxid.fatal_action: 'panic' is not one of"),
         (
             {"nvlink": {"links_per_gpu": {"equal": 18}, "speed_gbps": 26.5}},
             r"pcie_gpu.nvlink: .* not valid under",
         ),
     ],
-    ids=["bare-count", "count-min", "gen-max", "odd-width", "ecc-equal", "old-key", "xid-0", "nvl"],
+    ids=[
+        "bare-count",
+        "count-min",
+        "gen-max",
+        "odd-width",
+        "ecc-equal",
+        "old-key",
+        "xid-0",
+        "fabric-gen",
+        "sxid-action",
+        "nvl",
+    ],  # fmt: skip
 )
 def test_schema_refuses_what_the_checks_cannot_judge(tmp_path, edit, message) -> None:
     with pytest.raises(ConfigError, match=message):

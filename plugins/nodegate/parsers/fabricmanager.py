@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from nodegate.errors import ParseError
@@ -57,10 +57,29 @@ _GPU = re.compile(
     r"PCI Bus ID: (?P<bdf>\S+)\s+Discovered Link Mask: (?P<disc>[0-9a-fA-F]+)\s+"
     r"Enabled Link Mask: (?P<en>[0-9a-fA-F]+)\s+UUID: (?P<uuid>\S+)$"
 )
+# Fabric Manager 535+ says `on fid N`; older ones (and their journal lines, corpus:
+# systemctl-status-...-nvswitch-nonfatal-22013-journal) say `on NodeId N`.
 _SW_ERROR = re.compile(
-    r"detected NVSwitch (?P<sev>non-fatal|fatal) error (?P<code>\d+) on fid (?P<fid>\d+) on "
-    r"NVSwitch pci bus id (?P<bdf>\S+) physical id (?P<phys>\d+) port (?P<port>\d+)"
+    r"detected NVSwitch (?P<sev>non-fatal|fatal) error (?P<code>\d+) on (?:fid|NodeId) "
+    r"(?P<fid>\d+) on NVSwitch pci bus id (?P<bdf>\S+) physical id (?P<phys>\d+) port (?P<port>\d+)"
 )
+_SW_ERROR_HEAD = re.compile(r"detected NVSwitch (?P<sev>non-fatal|fatal) error (?P<code>\d+)\b")
+
+
+@dataclass(frozen=True, slots=True)
+class NvswitchError:
+    """`detected NVSwitch non-fatal|fatal error <code> ... port <n>` (repeats kept as logged).
+
+    Only a journal line clipped at the terminal width (`cut`) may lack what follows the code.
+    """
+
+    timestamp_iso: str | None
+    fatal: bool
+    error_code: int
+    fid: int | None
+    bdf: str | None
+    physical_id: int | None
+    port: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +91,7 @@ class JournalLine:
     pid: int | None
     message: str
     cut: bool
+    nvswitch_error: NvswitchError | None  # the fabric manager reported an NVSwitch error
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,19 +162,6 @@ class FmSession:
 
 
 @dataclass(frozen=True, slots=True)
-class NvswitchError:
-    """`detected NVSwitch non-fatal|fatal error <code> ... port <n>` (repeats kept as logged)."""
-
-    timestamp_iso: str | None
-    fatal: bool
-    error_code: int
-    fid: int
-    bdf: str
-    physical_id: int
-    port: int
-
-
-@dataclass(frozen=True, slots=True)
 class LogEntry:
     """An ERROR/FATAL/WARNING entry that is not an NVSwitch error."""
 
@@ -179,6 +186,33 @@ def _lines(text: str, tool: str) -> list[str]:
     return [_ANSI.sub("", ln).rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
 
 
+def _nvswitch_error(msg: str, cut: bool, where: str, tool: str) -> NvswitchError | None:
+    """The NVSwitch error a fabric manager message reports, if any; None for other messages."""
+    if xm := _SW_ERROR.search(msg):
+        return NvswitchError(
+            None, xm["sev"] == "fatal", int(xm["code"]), int(xm["fid"]),
+            _bdf(xm["bdf"], where, tool), int(xm["phys"]), int(xm["port"]),
+        )  # fmt: skip
+    if not msg.startswith("detected NVSwitch"):
+        return None
+    # A clipped journal line keeps its head: severity and code still judge it.
+    if cut and (hm := _SW_ERROR_HEAD.search(msg)):
+        return NvswitchError(None, hm["sev"] == "fatal", int(hm["code"]), None, None, None, None)
+    raise ParseError(tool, f"{where}: malformed NVSwitch error (cut?): {msg[:80]!r}")
+
+
+def _journal_line(jm: re.Match[str]) -> JournalLine:
+    msg = jm["msg"]
+    # systemctl clips lines at the terminal width and marks that with `>` (corpus:
+    # systemctl-status-nvidia-fabricmanager__h100...).
+    cut = msg.endswith(">")
+    text = msg[:-1] if cut else msg
+    return JournalLine(
+        jm["ts"], jm["ident"], int(jm["pid"]) if jm["pid"] else None, text, cut,
+        _nvswitch_error(text, cut, f"journal line {jm['ts']}", STATUS_TOOL),
+    )  # fmt: skip
+
+
 def parse_fabricmanager_status(text: str) -> FabricManagerStatus:
     """Parse `systemctl status nvidia-fabricmanager[.service]` (incl. 'could not be found')."""
     lines = [ln for ln in _lines(text, STATUS_TOOL) if ln.strip()]
@@ -195,16 +229,7 @@ def parse_fabricmanager_status(text: str) -> FabricManagerStatus:
     journal: list[JournalLine] = []
     for line in lines[1:]:
         if jm := _JOURNAL.match(line):
-            msg = jm["msg"]
-            # systemctl clips lines at the terminal width and marks that with `>` (corpus:
-            # systemctl-status-nvidia-fabricmanager__h100...).
-            cut = msg.endswith(">")
-            journal.append(
-                JournalLine(
-                    jm["ts"], jm["ident"], int(jm["pid"]) if jm["pid"] else None,
-                    msg[:-1] if cut else msg, cut,
-                )
-            )  # fmt: skip
+            journal.append(_journal_line(jm))
         elif (pm := _PROP.match(line)) and pm["key"] not in props:
             props[pm["key"]] = pm["value"].strip()
     loaded = _LOADED.match(props.get("Loaded", ""))
@@ -281,10 +306,10 @@ class _Session:
         )
 
 
-def _bdf(raw: str, no: int) -> str:
+def _bdf(raw: str, where: str, tool: str = LOG_TOOL) -> str:
     bdf = normalize_bdf(raw)
     if bdf is None:
-        raise ParseError(LOG_TOOL, f"line {no}: unreadable PCI bus id {raw!r}")
+        raise ParseError(tool, f"{where}: unreadable PCI bus id {raw!r}")
     return bdf
 
 
@@ -305,7 +330,7 @@ def _session_fact(sess: _Session, msg: str, no: int) -> None:
     elif gm := _GPU.search(msg):
         sess.gpus.append(
             FmGpu(
-                int(gm["fid"]), int(gm["phys"]), _bdf(gm["bdf"], no),
+                int(gm["fid"]), int(gm["phys"]), _bdf(gm["bdf"], f"line {no}"),
                 gm["disc"].lower(), gm["en"].lower(), gm["uuid"],
             )
         )  # fmt: skip
@@ -336,7 +361,7 @@ def parse_fabricmanager_log(text: str) -> FabricManagerLog:
                     raise ParseError(LOG_TOOL, f"line {no}: malformed NVSwitch line: {line[:80]!r}")
                 sessions[-1].switches.append(
                     FmSwitch(
-                        int(sw["idx"]), int(sw["phys"]), _bdf(sw["bdf"], no),
+                        int(sw["idx"]), int(sw["phys"]), _bdf(sw["bdf"], f"line {no}"),
                         sw["mask"].lower(), int(sw["arch"]), sw["uuid"],
                     )
                 )  # fmt: skip
@@ -349,15 +374,8 @@ def parse_fabricmanager_log(text: str) -> FabricManagerLog:
         if not sessions:
             sessions.append(_Session(None))
         level, msg, ts = em["level"], em["msg"].strip(), _fm_time(em["ts"])
-        if xm := _SW_ERROR.search(msg):
-            errors.append(
-                NvswitchError(
-                    ts, xm["sev"] == "fatal", int(xm["code"]), int(xm["fid"]),
-                    _bdf(xm["bdf"], no), int(xm["phys"]), int(xm["port"]),
-                )
-            )  # fmt: skip
-        elif msg.startswith("detected NVSwitch"):
-            raise ParseError(LOG_TOOL, f"line {no}: malformed NVSwitch error (cut?): {msg[:80]!r}")
+        if err := _nvswitch_error(msg, False, f"line {no}", LOG_TOOL):
+            errors.append(replace(err, timestamp_iso=ts))
         elif level in ("ERROR", "FATAL", "WARNING", "WARN"):
             problems.append(LogEntry(ts, level, msg))
         else:

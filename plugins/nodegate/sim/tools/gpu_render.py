@@ -63,6 +63,7 @@ class SimGpu:
     hw_slowdown: bool = False
     nvlink_down: tuple[int, ...] = ()
     dcgm_fail: bool = False
+    fallen_off_bus: bool = False
     xids: list[int] = field(default_factory=list)
 
     @property
@@ -215,8 +216,22 @@ XID_TEXT = {
 }
 
 
-def journal_kernel(host: str, gpus: Sequence[SimGpu], driver: str) -> str:
-    """`journalctl -k -o short-iso`: driver banner, then each GPU's Xid lines."""
+# The NVSwitch a simulated SXid names: the first of the HGX board (lspci capture, 83:00.0), port
+# 34 as in the corpus fabric manager log's 12028 lines.
+SXID_SWITCH = ("nvidia-nvswitch0", "0000:83:00.0", 0, 34)
+SXID_TEXT = {22013: "Minion Link DLREQ interrupt", 12028: "egress non-posted PRIV error"}
+# corpus dmesg__fallen-off-bus-at-probe-no-xid-...: a fall the driver reports without an Xid.
+FALLEN_TEXT = (
+    "NVRM: The NVIDIA GPU {bdf}",
+    "NVRM: (PCI ID: 10de:2330) installed in this system has",
+    "NVRM: fallen off the bus and is not responding to commands.",
+)
+
+
+def journal_kernel(
+    host: str, gpus: Sequence[SimGpu], driver: str, sxids: Sequence[tuple[int, bool]] = ()
+) -> str:
+    """`journalctl -k -o short-iso`: driver banner, each GPU's Xids and falls, NVSwitch SXids."""
     stamp = "2026-11-29T08:{:02d}:{:02d}+0000 " + host + " kernel: "
     lines = [
         stamp.format(0, 1) + f"NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {driver}  "
@@ -230,14 +245,36 @@ def journal_kernel(host: str, gpus: Sequence[SimGpu], driver: str) -> str:
                 stamp.format(n // 60, n % 60) + f"NVRM: Xid (PCI:{g.bdf[:-2]}): {code}, {text}"
             )
             n += 1
+        if g.fallen_off_bus:  # one record; journalctl indents its other lines to the text
+            head = stamp.format(n // 60, n % 60)
+            lines.append(head + ("\n" + " " * len(head)).join(FALLEN_TEXT).format(bdf=g.bdf))
+            n += 1
+    dev, bdf, _, port = SXID_SWITCH
+    for code, fatal in sxids:
+        at = stamp.format(n // 60, n % 60) + f"{dev}: SXid (PCI:{bdf}): {code}, "
+        text = SXID_TEXT.get(code, "NVSwitch error")
+        lines += [
+            at + f"{'Fatal' if fatal else 'Non-fatal'}, Link {port} {text}",
+            at + f"Severity {int(fatal)} Engine instance {port} Sub-engine instance 00",
+            at + "Data {0x00000022, 0x00000022, 0x00000000, 0x00000022, 0x80000302, "
+            "0x00000000, 0x00000000, 0x00000000, 0x00000000}",
+        ]
+        n += 1
     return "\n".join(lines) + "\n"
 
 
-def fm_status(running: bool) -> str:
-    """`systemctl status nvidia-fabricmanager`: the capture, or the same unit stopped."""
+def fm_status(running: bool, sxids: Sequence[tuple[int, bool]] = ()) -> str:
+    """`systemctl status nvidia-fabricmanager`: the capture, or the same unit stopped; a running
+    one appends the NVSwitch errors it detected to its journal (corpus: the 22013 capture)."""
     text = template(FM_STATUS)
     if running:
-        return text
+        _, bdf, phys, port = SXID_SWITCH
+        return text + "".join(
+            f"Mar 25 02:11:40 rhelai-02.redhat.lab nv-fabricmanager[2116]: detected NVSwitch "
+            f"{'fatal' if fatal else 'non-fatal'} error {code} on fid 0 on NVSwitch pci bus id "
+            f"0000{bdf} physical id {phys} port {port}\n"
+            for code, fatal in sxids
+        )
     keep = []
     for line in text.split("\n"):
         key = line.strip().split(":", 1)[0]
@@ -280,10 +317,19 @@ DCGM_TESTS: Mapping[int, tuple[tuple[str, str], ...]] = {
 }
 # DCGM's wording for a failed GPU memory test (DCGM error catalogue, DCGM_FR_FAULTY_MEMORY).
 DCGM_FAIL_TEXT = "Found 1 faulty memory elements on GPU {gpu}."
+# A test that failed by itself (DCGM_FR_INTERNAL, id 44, category 16 in dcgm_errors.h), worded
+# as in NVIDIA/DCGM#254, where the pcie test failed so while no GPU did.
+DCGM_INTERNAL = {"error_category": 16, "error_id": 44, "error_severity": 4, "warning": (
+    "There was an internal error during the test: 'A child process (2378806) exited with non-zero "
+    "status 1' Check DCGM and system logs for errors. Reset GPU. Restart DCGM. Rerun diagnostics."
+)}  # fmt: skip
 
 
-def dcgm_diag_json(gpus: Sequence[SimGpu], level: int, driver: str, device_id: str) -> str:
-    """`dcgmi diag -r LEVEL -j` in DCGM 4.x layout (the GB10 capture's shape)."""
+def dcgm_diag_json(
+    gpus: Sequence[SimGpu], level: int, driver: str, device_id: str, *, test_fail: bool = False
+) -> str:
+    """`dcgmi diag -r LEVEL -j` in DCGM 4.x layout (the GB10 capture's shape); `test_fail`: the
+    level's last test fails by itself, every GPU row Pass."""
     present = [g for g in gpus if not g.missing]
     categories: dict[str, list[object]] = {}
     for cat, test in DCGM_TESTS[level]:
@@ -307,8 +353,11 @@ def dcgm_diag_json(gpus: Sequence[SimGpu], level: int, driver: str, device_id: s
                 ]
             results.append(res)
         status = "Fail" if any(r["status"] == "Fail" for r in results) else "Pass"
+        summary: dict[str, object] = {"status": status}
+        if test_fail and fail_here:
+            summary = {"status": "Fail", "warnings": [DCGM_INTERNAL]}
         categories.setdefault(cat, []).append(
-            {"name": test, "results": results, "test_summary": {"status": status}}
+            {"name": test, "results": results, "test_summary": summary}
         )
     doc = {
         "DCGM Diagnostic": {

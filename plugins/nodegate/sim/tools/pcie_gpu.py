@@ -5,7 +5,7 @@ Hardware keys (fleet model `hardware:` / `overrides:`):
                  (the same board with the H200 capture's GPU block), anything else: no GPU
   nvidia_driver  shared with the reach stage; printed by nvidia-smi and dcgmi
 Faults take an optional GPU index (default 3), e.g. `{gpu_pcie_x8: 5}`; `xid` takes the code,
-optionally `CODE@GPU` (`{xid: "79@2"}`).
+optionally `CODE@GPU` (`{xid: "79@2"}`); `sxid` the NVSwitch code, optionally `CODE:fatal`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,14 @@ FAULTS = {
     "fabricmanager_stopped": "nvidia-fabricmanager is inactive (dead)",
     "hw_slowdown": "GPU ARG (default 3) reports HW Slowdown and HW Thermal Slowdown active",
     "dcgm_fail": "dcgmi diag reports GPU ARG (default 3) Fail in the level's last test",
+    "dcgm_test_fail": "dcgmi diag fails the level's last test itself (an internal error) while "
+    "every GPU row says Pass; exits 226",
+    "sxid": "kernel log holds NVSwitch SXid ARG (`12028`, `20034:fatal`; default non-fatal) on "
+    "NVSwitch 0000:83:00.0 within the window; the running fabric manager reports it too",
+    "fallen_off_bus": "kernel log says GPU ARG (default 3) fell off the bus, with no Xid",
 }
+# Faults of the whole node, not of one GPU.
+NODE_FAULTS = ("fabricmanager_stopped", "dcgm_test_fail", "sxid")
 
 
 def _gpu_arg(arg: str | None) -> int:
@@ -44,7 +51,7 @@ def node_gpus(node: SimNode) -> list[r.SimGpu]:
             code, _, at = (f.arg or "79").partition("@")
             gpus[_gpu_arg(at or None) % len(gpus)].xids.append(int(code))
             continue
-        if f.kind not in FAULTS or f.kind == "fabricmanager_stopped":
+        if f.kind not in FAULTS or f.kind in NODE_FAULTS:
             continue
         g = gpus[_gpu_arg(f.arg) % len(gpus)]
         if f.kind == "gpu_missing":
@@ -63,7 +70,19 @@ def node_gpus(node: SimNode) -> list[r.SimGpu]:
             g.hw_slowdown = True
         elif f.kind == "dcgm_fail":
             g.dcgm_fail = True
+        elif f.kind == "fallen_off_bus":
+            g.fallen_off_bus = True
     return gpus
+
+
+def node_sxids(node: SimNode) -> list[tuple[int, bool]]:
+    """(code, fatal) of every `sxid` fault of the node."""
+    out = []
+    for f in node.faults:
+        if f.kind == "sxid":
+            code, _, sev = (f.arg or "12028").partition(":")
+            out.append((int(code), sev == "fatal"))
+    return out
 
 
 def tools(node: SimNode) -> Iterable[SimTool]:
@@ -91,23 +110,27 @@ def tools(node: SimNode) -> Iterable[SimTool]:
     )
     yield SimTool("lspci", {"-vvv": Response(r.lspci_vvv(gpus, gm.device_id))})
     # Any `journalctl -k ...` window: the simulated log holds only what the faults put there.
-    yield SimTool("journalctl", {}, fallback=Response(r.journal_kernel(node.name, gpus, driver)))
+    sxids = node_sxids(node)
+    klog = r.journal_kernel(node.name, gpus, driver, sxids)
+    yield SimTool("journalctl", {}, fallback=Response(klog))
     running = node.fault("fabricmanager_stopped") is None
     yield SimTool(
         "systemctl",
         {
             "status nvidia-fabricmanager --no-pager": Response(
-                r.fm_status(running), rc=0 if running else 3
+                r.fm_status(running, sxids), rc=0 if running else 3
             )
         },
     )
+    test_fail = node.fault("dcgm_test_fail") is not None
+    failed = test_fail or any(g.dcgm_fail and not g.missing for g in gpus)
     yield SimTool(
         "dcgmi",
         {
             # dcgmi exits 226 when a test fails (corpus: the GB10 capture's run).
             f"diag -r {lvl} -j": Response(
-                r.dcgm_diag_json(gpus, lvl, driver, gm.device_id),
-                rc=226 if any(g.dcgm_fail and not g.missing for g in gpus) else 0,
+                r.dcgm_diag_json(gpus, lvl, driver, gm.device_id, test_fail=test_fail),
+                rc=226 if failed else 0,
             )
             for lvl in r.DCGM_TESTS
         },

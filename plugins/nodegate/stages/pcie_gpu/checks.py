@@ -11,6 +11,7 @@ from nodegate.stages.pcie_gpu import checks_fabric as fabric
 from nodegate.stages.pcie_gpu import checks_health as health
 from nodegate.stages.pcie_gpu import checks_links as links
 from nodegate.stages.pcie_gpu import checks_memory as memory
+from nodegate.stages.pcie_gpu import checks_nvswitch as nvswitch
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
 
@@ -89,7 +90,8 @@ CHECKS: CheckTable[PcieGpuFacts, PcieGpuProfile] = CheckTable(
         ),
         Check(
             "gpu.xid",
-            "no Xid needing action in the profile's window (per the profile's Xid table).",
+            "no Xid needing action in the profile's window (per the profile's Xid table); a GPU "
+            "fallen off the bus without an Xid counts as Xid 79.",
             health.check_xid,
             "GPU",
             "test_gpu_xid",
@@ -103,10 +105,19 @@ CHECKS: CheckTable[PcieGpuFacts, PcieGpuProfile] = CheckTable(
         ),
         Check(
             "gpu.fabric",
-            "fabric manager running, each GPU fabric Completed/Success.",
+            "fabric manager running; each GPU's fabric Completed/Success where the GPU reports "
+            "one (Hopper on).",
             fabric.check_fabric,
             "GPU",
             "test_gpu_fabric",
+        ),
+        Check(
+            "gpu.nvswitch",
+            "no NVSwitch SXid needing action in the profile's window (per the profile's SXid "
+            "table), in the kernel log or from the fabric manager.",
+            nvswitch.check_nvswitch,
+            "NVSwitch",
+            "test_gpu_nvswitch",
         ),
         Check(
             "gpu.clocks",

@@ -20,6 +20,7 @@ FM_FIX = (
     "check its log if it does not stay up"
 )
 FABRIC_OK = "Completed/Success"
+FABRIC_NOT_EXPOSED = "N/A (no per-GPU fabric state before Hopper)"
 DCGM_FIX = "run `dcgmi diag -r 3` on the node; drain and RMA the GPU if the failure repeats"
 
 
@@ -137,6 +138,19 @@ def check_fabric(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
 
     def one(g: NvsmiGpu) -> Verdict:
         fab = g.fabric
+        if (fab is None or fab.state is None) and not p.fabric_per_gpu_state:
+            # Before Hopper the GPU has no fabric probe: N/A is all it can say. The fabric
+            # manager above and gpu.nvlink judge its fabric.
+            return judged(
+                "gpu.fabric",
+                f.node,
+                True,
+                gpu_name(g),
+                "N/A",
+                FABRIC_NOT_EXPOSED,
+                "no per-GPU fabric state on this GPU generation (profile: per_gpu_state false)",
+                evidence=ev,
+            )
         if fab is None or fab.state is None:
             why = "no Fabric state (N/A): no NVSwitch fabric seen by the driver, or driver too old"
             return error("gpu.fabric", f.node, gpu_name(g), why, expected=FABRIC_OK, evidence=ev)
@@ -154,7 +168,8 @@ def check_fabric(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             evidence=ev,
         )
 
-    return out + per_gpu(f, "gpu.fabric", FABRIC_OK, one)
+    want = FABRIC_OK if p.fabric_per_gpu_state else FABRIC_NOT_EXPOSED
+    return out + per_gpu(f, "gpu.fabric", want, one)
 
 
 def check_dcgm(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
@@ -196,16 +211,15 @@ def check_dcgm(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         )
         for gid in sorted(set(per) | set(bad))
     ]
-    return out or [
-        error(
-            "gpu.dcgm",
-            f.node,
-            "dcgmi diag",
-            "diag reported no per-GPU result",
-            expected=want,
-            evidence=ev,
-        )
-    ]
+    if not out:
+        why = "diag reported no per-GPU result"
+        return [error("gpu.dcgm", f.node, "dcgmi diag", why, expected=want, evidence=ev)]
+    if not bad and f.dcgm_rc not in (0, None):
+        # dcgmi exits 226 (DCGM_ST_NVVS_ERROR) when a test fails; an exit that nothing in the
+        # document explains is a run that did not end cleanly: never a pass.
+        why = f"dcgmi exited {f.dcgm_rc} but no test in its diag document failed"
+        out.append(error("gpu.dcgm", f.node, "dcgmi diag", why, expected=want, evidence=ev))
+    return out
 
 
 def _dcgm_results(
@@ -215,15 +229,23 @@ def _dcgm_results(
     per: dict[int, list[str]] = {}
     bad: dict[int, list[str]] = {}
     for t in diag.tests:
+        gpu_failed = False
         for e in t.entities:
             if e.entity_group != "GPU":
                 continue
             per.setdefault(e.entity_id, []).append(f"{t.name} {e.result.value}")
             if e.result not in allowed:
+                gpu_failed = True
                 msgs = [w.text for w in t.warnings if w.entity_id in (e.entity_id, None)]
                 bad.setdefault(e.entity_id, []).append(
                     f"{t.name} {e.result.value}" + (f": {msgs[0]}" if msgs else "")
                 )
-        if not t.entities and t.result not in allowed:
-            bad.setdefault(-1, []).append(f"{t.name} {t.result_raw}")
+        # DCGM 4.x can fail a test while every GPU row says Pass (an error inside the test:
+        # "There was an internal error during the test", NVIDIA/DCGM#254): the test's own
+        # result counts too.
+        if t.result not in allowed and not gpu_failed:
+            msgs = [w.text for w in t.warnings if w.entity_group != "GPU"]
+            bad.setdefault(-1, []).append(
+                f"{t.name} {t.result_raw}" + (f": {msgs[0]}" if msgs else "")
+            )
     return per, bad

@@ -20,6 +20,9 @@ ACTION_REMEDIATION: dict[XidAction, str] = {
     "reboot": "drain and reboot the node, then requalify",
     "drain_rma": "drain the node and open an RMA for the GPU/baseboard",
 }
+# NVIDIA's Xid catalogue: Xid 79 is "GPU has fallen off the bus". The driver also reports a
+# fall at probe time with no Xid at all (corpus dmesg__fallen-off-bus-at-probe-no-xid-...).
+FALLEN_OFF_BUS_XID = 79
 THROTTLED = (
     "GPU is throttled by hardware: check cooling (fans, inlet temperature), "
     "PSUs and the power brake signal; reseat or RMA if it persists"
@@ -27,19 +30,32 @@ THROTTLED = (
 
 
 def check_xid(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
-    """gpu.xid: Xid events in the profile's window, judged by the profile's Xid table."""
+    """gpu.xid: Xid events in the profile's window, judged by the profile's Xid table; a GPU
+    that fell off the bus without an Xid 79 logged is judged as Xid 79."""
     hours = p.xid.window_hours
     want = f"no Xid needing action in the last {hours} h"
     if f.klog is None:
         return [cmd_error(f, "gpu.xid", "kernel log", want, "kernel_log")]
     by_comp: dict[str, list[XidEvent]] = {}
     for ev in f.klog.xids:
-        g = f.gpu_by_bdf(normalize_bdf(ev.bdf) or ev.bdf)
-        by_comp.setdefault(gpu_name(g) if g is not None else f"GPU PCI:{ev.bdf}", []).append(ev)
-    if not by_comp:
+        by_comp.setdefault(_gpu_component(f, ev.bdf), []).append(ev)
+    fallen: dict[str, int] = {}
+    for fe in f.klog.fallen_off_bus:
+        comp = _gpu_component(f, fe.bdf) if fe.bdf else "GPU (PCI address not logged)"
+        if not any(ev.xid == FALLEN_OFF_BUS_XID for ev in by_comp.get(comp, ())):
+            fallen[comp] = fallen.get(comp, 0) + 1
+    if not by_comp and not fallen:
         msg = f"no Xid in the last {hours} h"
         return [judged("gpu.xid", f.node, True, "kernel log", "none", want, msg, evidence=_ev(f))]
-    return [_xid_verdict(f, comp, evs, p.xid, want) for comp, evs in sorted(by_comp.items())]
+    return [
+        _xid_verdict(f, comp, by_comp.get(comp, []), fallen.get(comp, 0), p.xid, want)
+        for comp in sorted(by_comp.keys() | fallen.keys())
+    ]
+
+
+def _gpu_component(f: PcieGpuFacts, bdf: str) -> str:
+    g = f.gpu_by_bdf(normalize_bdf(bdf) or bdf)
+    return gpu_name(g) if g is not None else f"GPU PCI:{bdf}"
 
 
 def _ev(f: PcieGpuFacts) -> tuple[str, ...]:
@@ -47,24 +63,32 @@ def _ev(f: PcieGpuFacts) -> tuple[str, ...]:
 
 
 def _xid_verdict(
-    f: PcieGpuFacts, comp: str, evs: list[XidEvent], table: XidTable, want: str
+    f: PcieGpuFacts, comp: str, evs: list[XidEvent], fallen: int, table: XidTable, want: str
 ) -> Verdict:
-    """One GPU's Xid codes in the window; the most severe action decides."""
+    """One GPU's Xid codes (and falls off the bus without Xid) in the window; the most severe
+    action decides."""
     counts = Counter(ev.xid for ev in evs)
     worst: XidAction = "ignore"
     parts = []
     for code, cnt in sorted(counts.items()):
-        rule = table.codes.get(code)
-        action = rule.action if rule else table.unknown_action
-        meaning = rule.meaning if rule else "not in the profile's Xid table"
+        action, meaning = table.action(code)
         parts.append(f"Xid {code} x{cnt} ({meaning}: {action})")
         worst = max(worst, action, key=XID_ACTIONS.index)
+    observed = [f"{c}" for c in sorted(counts)]
+    if fallen:
+        action, meaning = table.action(FALLEN_OFF_BUS_XID)
+        parts.append(
+            f"fallen off the bus x{fallen} without an Xid "
+            f"(as Xid {FALLEN_OFF_BUS_XID}, {meaning}: {action})"
+        )
+        worst = max(worst, action, key=XID_ACTIONS.index)
+        observed.append("fallen off the bus")
     return judged(
         "gpu.xid",
         f.node,
         worst == "ignore",
         comp,
-        ", ".join(f"{c}" for c in sorted(counts)),
+        ", ".join(observed),
         want,
         "; ".join(parts),
         unit="Xid",

@@ -40,6 +40,7 @@ class PcieGpuFacts:
     klog: KernelLogEvents | None
     fm: FabricManagerStatus | None  # None too when the profile has no fabric manager
     dcgm: DcgmDiag | None
+    dcgm_rc: int | None  # dcgmi's exit status when its document was read (226: a test failed)
     errors: Mapping[str, str]  # command id -> why its fact is None
     evidence_of: Mapping[str, str]  # command id -> its raw evidence path
 
@@ -74,6 +75,7 @@ def read_facts(outcome: NodeOutcome, profile: PcieGpuProfile) -> PcieGpuFacts:
     klog = reader.parse("kernel_log", parse_kernel_window, absent_rcs=(NOT_INSTALLED,))
     fm = _fabric_manager(reader) if profile.fabric_manager else None
     dcgm = _dcgm(reader)
+    dcgm_res = reader.result("dcgm")
     return PcieGpuFacts(
         node=outcome.node,
         nvsmi=nvsmi,
@@ -83,6 +85,7 @@ def read_facts(outcome: NodeOutcome, profile: PcieGpuProfile) -> PcieGpuFacts:
         klog=klog,
         fm=fm,
         dcgm=dcgm,
+        dcgm_rc=dcgm_res.rc if dcgm is not None and dcgm_res is not None else None,
         errors=MappingProxyType(dict(reader.errors)),
         evidence_of=MappingProxyType(
             {c: r.evidence for c, r in outcome.results.items() if r.evidence}

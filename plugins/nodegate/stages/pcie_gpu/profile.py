@@ -73,6 +73,46 @@ class XidTable:
             MappingProxyType(dict(sorted(codes.items()))),
         )
 
+    def action(self, code: int) -> tuple[XidAction, str]:
+        """(action, meaning) of one Xid code; unknown codes take `unknown_action`."""
+        rule = self.codes.get(code)
+        if rule is None:
+            return self.unknown_action, "not in the profile's Xid table"
+        return rule.action, rule.meaning
+
+
+@dataclass(frozen=True, slots=True)
+class SxidTable:
+    """NVSwitch SXid codes (the fabric manager guide's catalogue, via `extends: _nvidia-xid`).
+
+    The driver logs each SXid as `Non-fatal` or `Fatal`; a Fatal one needs at least
+    `fatal_action` whatever its code's row says.
+    """
+
+    fatal_action: XidAction
+    unknown_action: XidAction
+    codes: Mapping[int, XidRule]
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> SxidTable:
+        codes = {
+            int(code): XidRule(str(e["meaning"]), cast(XidAction, e["action"]))
+            for code, e in doc["codes"].items()
+        }
+        return cls(
+            cast(XidAction, doc["fatal_action"]),
+            cast(XidAction, doc["unknown_action"]),
+            MappingProxyType(dict(sorted(codes.items()))),
+        )
+
+    def action(self, code: int, fatal: bool) -> tuple[XidAction, str]:
+        """(action, meaning) of one SXid code; `fatal`: the driver logged it as Fatal."""
+        rule = self.codes.get(code)
+        action = rule.action if rule else self.unknown_action
+        if fatal:
+            action = max(action, self.fatal_action, key=XID_ACTIONS.index)
+        return action, rule.meaning if rule else "not in the profile's SXid table"
+
 
 @dataclass(frozen=True, slots=True)
 class NvlinkSpec:
@@ -107,8 +147,11 @@ class PcieGpuProfile:
     row_remap_required: bool
     retired_pages: Threshold
     xid: XidTable
+    sxid: SxidTable
     nvlink: NvlinkSpec | None  # None: the SKU has no NVLink
     fabric_manager: bool
+    # Hopper and later report each GPU's fabric state; Ampere prints it N/A.
+    fabric_per_gpu_state: bool
     clock_fail_reasons: tuple[str, ...]
     persistence_mode: bool
     dcgm: DcgmSettings
@@ -136,10 +179,12 @@ class PcieGpuProfile:
             row_remap_required=bool(sec["row_remap"]["required"]),
             retired_pages=th("retired_pages", "total"),
             xid=XidTable.of(sec["xid"]),
+            sxid=SxidTable.of(sec["sxid"]),
             nvlink=None
             if nvl is None
             else NvlinkSpec(th("nvlink", "links_per_gpu"), th("nvlink", "speed")),
             fabric_manager=bool(sec["fabric"]["manager"]),
+            fabric_per_gpu_state=bool(sec["fabric"]["per_gpu_state"]),
             clock_fail_reasons=tuple(str(r) for r in sec["clocks"]["fail_reasons"]),
             persistence_mode=bool(sec["persistence_mode"]),
             dcgm=DcgmSettings(
