@@ -79,8 +79,6 @@ class VersionRule:
             parts.append(f"<= {self.max}")
         return " and ".join(parts) if parts else "any"
 
-
-def check_version(observed: str, rule: Mapping[str, Any]) -> tuple[bool, str]:
-    """(ok, expectation text) of `observed` against {allowed: [globs], min: v, max: v}."""
-    typed = VersionRule.of(rule)
-    return typed.holds(observed), typed.expected()
+    def judge(self, observed: str | None) -> tuple[bool, str]:
+        """(holds, expected): `(False, ">= 28.39.1002")`."""
+        return self.holds(observed), self.expected()

@@ -60,8 +60,8 @@ def test_generic_hgx_h100_typed_section() -> None:
         True,
         False,
     )
-    assert p.driver.check("535.104.05") == (True, ">= 535.104.05")
-    assert p.driver.check("535.86.10") == (False, ">= 535.104.05")
+    assert p.driver.judge("535.104.05") == (True, ">= 535.104.05")
+    assert p.driver.judge("535.86.10") == (False, ">= 535.104.05")
 
 
 def test_xid_table_comes_from_the_shared_fragment() -> None:
@@ -97,7 +97,7 @@ def test_sxid_table_and_per_gpu_fabric_state_per_generation() -> None:
 def test_h200_inherits_every_threshold_but_the_model() -> None:
     h100, h200 = typed("nd-h100-v5"), typed("nd-h200-v5")
     assert h200.pci_device_ids == ("10de:2335",)
-    assert h200.driver.check("550.54.13") == (False, ">= 550.54.14")
+    assert h200.driver.judge("550.54.13") == (False, ">= 550.54.14")
     same = ("gpu_count", "pcie_gen", "pcie_width", "nvlink", "xid", "sxid", "dcgm", "switch_ports")
     assert all(getattr(h100, k) == getattr(h200, k) for k in same)
 

@@ -1,5 +1,9 @@
 import pytest
-from nodegate.versions import VersionRule, check_version, numeric_key
+from nodegate.versions import VersionRule, numeric_key
+
+
+def check_version(observed, rule):
+    return VersionRule.of(rule).judge(observed)
 
 
 @pytest.mark.parametrize(

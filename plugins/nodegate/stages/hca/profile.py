@@ -16,7 +16,7 @@ from typing import Any
 
 from nodegate.profiles import Profile
 from nodegate.thresholds import Threshold
-from nodegate.versions import check_version
+from nodegate.versions import VersionRule
 
 COMPUTE = "compute"  # the role of the rail HCAs (those the profile's `rails` name)
 
@@ -57,30 +57,6 @@ class Rail:
     def numa(self) -> Threshold | None:
         """The NUMA node the rail's HCA must sit on; None when not judged."""
         return None if self.numa_node is None else Threshold("equal", self.numa_node)
-
-
-@dataclass(frozen=True, slots=True)
-class VersionRule:
-    """A firmware or kernel version rule: glob allow-list and/or min/max (nodegate.versions)."""
-
-    required: bool = True
-    allowed: tuple[str, ...] = ()
-    min: str | None = None
-    max: str | None = None
-
-    @classmethod
-    def of(cls, doc: Mapping[str, Any]) -> VersionRule:
-        return cls(
-            bool(doc.get("required", True)),
-            tuple(str(a) for a in doc.get("allowed") or ()),
-            None if doc.get("min") is None else str(doc["min"]),
-            None if doc.get("max") is None else str(doc["max"]),
-        )
-
-    def judge(self, observed: str) -> tuple[bool, str]:
-        """(ok, expectation text), e.g. (False, '>= 28.39.1002')."""
-        rule = {"allowed": list(self.allowed), "min": self.min, "max": self.max}
-        return check_version(observed, rule)
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,11 +137,11 @@ def check_model(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
 
 def check_driver(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.driver: the driver nvidia-smi runs against is allowed by the profile."""
-    want = p.driver.check("")[1]
+    want = p.driver.expected()
     if f.nvsmi is None or f.nvsmi.driver_version is None:
         return [cmd_error(f, "gpu.driver", "nvidia driver", want, "nvsmi")]
     got = f.nvsmi.driver_version
-    ok, want = p.driver.check(got)
+    ok, want = p.driver.judge(got)
     return [
         judged(
             "gpu.driver",

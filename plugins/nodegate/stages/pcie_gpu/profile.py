@@ -12,37 +12,11 @@ from types import MappingProxyType
 from typing import Any, Literal, cast
 
 from nodegate.thresholds import Threshold
-from nodegate.versions import check_version
+from nodegate.versions import VersionRule
 
 XidAction = Literal["ignore", "reset", "reboot", "drain_rma"]
 # Mildest first: a GPU's Xid verdict takes the most severe action among its codes.
 XID_ACTIONS: tuple[XidAction, ...] = ("ignore", "reset", "reboot", "drain_rma")
-
-
-@dataclass(frozen=True, slots=True)
-class VersionRule:
-    """Allowed versions: glob allow-list and numeric bounds (`{min: "535.104.05"}`)."""
-
-    required: bool
-    allowed: tuple[str, ...] = ()
-    min: str | None = None
-    max: str | None = None
-
-    @classmethod
-    def of(cls, doc: Mapping[str, Any]) -> VersionRule:
-        allowed = tuple(str(a) for a in doc.get("allowed") or ())
-        low, high = doc.get("min"), doc.get("max")
-        return cls(
-            bool(doc["required"]),
-            allowed,
-            None if low is None else str(low),
-            None if high is None else str(high),
-        )
-
-    def check(self, observed: str) -> tuple[bool, str]:
-        """(ok, expectation text): `(True, ">= 535.104.05")`."""
-        rule: dict[str, Any] = {"allowed": list(self.allowed), "min": self.min, "max": self.max}
-        return check_version(observed, rule)
 
 
 @dataclass(frozen=True, slots=True)
