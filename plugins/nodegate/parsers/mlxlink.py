@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import clean_lines, decode_width
+from nodegate.parsers.ib_rate import decode_width
+from nodegate.parsers.text import clean_lines
 
 _TOOL = "mlxlink"
 Value = str | tuple[str, ...] | tuple[str | None, tuple[str, ...]]

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import clean_lines
+from nodegate.parsers.text import clean_lines
 
 TOOL = "all_reduce_perf"
 DEBUG_TOOL = "nccl_debug"

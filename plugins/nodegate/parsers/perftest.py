@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import clean_lines
+from nodegate.parsers.text import clean_lines
 
 TOOL = "ib_write_bw"
 Side = Literal["client", "server"]
