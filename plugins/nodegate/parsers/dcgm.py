@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from nodegate.errors import ParseError
-from nodegate.parsers.lspci import normalize_bdf
+from nodegate.parsers.pci import normalize_bdf
 
 TOOL = "dcgmi"
 

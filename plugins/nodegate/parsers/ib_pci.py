@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from nodegate.errors import ParseError
-from nodegate.parsers.lspci import pcie_gen
+from nodegate.parsers.pci import pcie_gen
 from nodegate.parsers.text import clean_lines, natural_key
 
 _TOOL = "ib_pci"

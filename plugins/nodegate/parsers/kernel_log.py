@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from nodegate.errors import ParseError
-from nodegate.parsers.lspci import normalize_bdf
+from nodegate.parsers.pci import normalize_bdf
 
 TOOL = "kernel_log"
 
