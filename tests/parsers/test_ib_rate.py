@@ -5,11 +5,9 @@ from __future__ import annotations
 import pytest
 from nodegate.parsers.ib_rate import (
     canonical_guid,
-    clean_lines,
     decode_active_speed,
     decode_rate,
     decode_width,
-    natural_key,
     phys_state_code,
     port_state_code,
     rate_from_parts,
@@ -165,9 +163,3 @@ def test_canonical_guid(text: str) -> None:
 def test_canonical_guid_rejects_junk() -> None:
     assert canonical_guid("not-a-guid") is None
     assert canonical_guid("0x" + "1" * 17) is None
-
-
-def test_clean_lines_and_natural_key() -> None:
-    assert clean_lines("a \r\n\x1b[1;32mb\x1b[0m\t\n") == ["a", "b", ""]
-    names = ["mlx5_10", "mlx5_2", "mlx5_bond_0", "mlx5_1"]
-    assert sorted(names, key=natural_key) == ["mlx5_1", "mlx5_2", "mlx5_10", "mlx5_bond_0"]

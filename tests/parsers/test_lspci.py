@@ -6,15 +6,8 @@ import re
 
 import pytest
 from nodegate.errors import ParseError
-from nodegate.parsers.lspci import (
-    gpus,
-    mellanox_hcas,
-    normalize_bdf,
-    nvswitches,
-    parse_lspci,
-    pcie_gen,
-    pcie_switch_ports,
-)
+from nodegate.parsers.lspci import parse_lspci
+from nodegate.parsers.lspci_select import gpus, mellanox_hcas, nvswitches, pcie_switch_ports
 
 from conftest import CORPUS, check_expected, corpus_text
 
@@ -132,34 +125,6 @@ def test_plain_gb200_old_names_and_grace_bridges_are_not_nvswitches() -> None:
     assert [d.device_id for d in gpus(report)] == ["2941"] * 4
     assert nvswitches(report) == ()  # Grace root ports are `PCI bridge`, not `Bridge`
     assert len(mellanox_hcas(report)) == 8
-
-
-@pytest.mark.parametrize(
-    ("raw", "want"),
-    [
-        ("9b:00.0", "0000:9b:00.0"),
-        ("PCI:0000:52:00", "0000:52:00.0"),
-        ("00000000:83:00.0", "0000:83:00.0"),
-        ("0001:43:00.0", "0001:43:00.0"),
-        ("0000:9B:00.0", "0000:9b:00.0"),
-        ("not-a-bdf", None),
-    ],
-)
-def test_normalize_bdf(raw: str, want: str | None) -> None:
-    assert normalize_bdf(raw) == want
-
-
-def test_pcie_gen_map() -> None:
-    assert [pcie_gen(s) for s in (2.5, 5.0, 8.0, 16.0, 32.0, 64.0, 3.0, None)] == [
-        1,
-        2,
-        3,
-        4,
-        5,
-        6,
-        None,
-        None,
-    ]
 
 
 def test_tolerates_crlf_and_ansi() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from nodegate.errors import ParseError
-from nodegate.parsers.lspci import gpus
 from nodegate.parsers.lspci_bridges import LspciView, parse_lspci_view
+from nodegate.parsers.lspci_select import gpus
 
 from tests.parsers.conftest import check_expected, corpus_text
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 from nodegate.errors import ParseError
+from nodegate.parsers.nccl_debug import parse_nccl_debug
 from nodegate.parsers.nccl_tests import (
     NcclTestsFailure,
     NcclTestsResult,
     parse_all_reduce_perf,
-    parse_nccl_debug,
 )
 
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text

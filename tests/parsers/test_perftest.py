@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from nodegate.errors import ParseError
-from nodegate.parsers.perftest import PerftestFailure, PerftestResult, parse_ib_write_bw
+from nodegate.parsers.perftest import PerftestResult, parse_ib_write_bw
+from nodegate.parsers.perftest_failure import PerftestFailure
 
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text
 

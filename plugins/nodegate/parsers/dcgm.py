@@ -1,19 +1,21 @@
-"""Parse `dcgmi diag` (DCGM 3.x/4.x tables, `-v`, `-j` JSON) and `dcgmi discovery -l`."""
+"""Parse the `dcgmi diag` text table (DCGM 3.x/4.x, `-v`) into the diag facts (also built from -j).
+
+`dcgmi diag -j` is read by `dcgm_json`, `dcgmi discovery -l` by `dcgm_discovery`.
+"""
 
 from __future__ import annotations
 
 import enum
-import json
 import re
 from dataclasses import dataclass, field
 
 from nodegate.errors import ParseError
-from nodegate.parsers.lspci import normalize_bdf
 
 TOOL = "dcgmi"
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_BORDER = re.compile(r"^\+[-=]+\+[-=]+\+$")
+# The `+---+---+` border of every dcgmi table (diag and discovery).
+TABLE_BORDER = re.compile(r"^\+[-=]+\+[-=]+\+$")
 _SECTION = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][\w /]*?)\s+-+\+-+[|+]$")
 _RESULT = re.compile(
     r"^(?P<res>Pass|Fail|Warn|Skip|Not Run)(?:\s*-\s*(?P<scope>All|GPUs?:\s*[\d,\s]+))?$",
@@ -22,7 +24,6 @@ _RESULT = re.compile(
 # DCGM 4.x tables list each entity's result on its own row (corpus: dcgmi-diag__l40s...).
 _ENTITY_ROW = re.compile(r"^(?P<grp>GPU|CPU|NvSwitch|Switch)(?P<id>\d+): (?P<res>[A-Za-z ]+)$")
 _LEADING_GPU = re.compile(r"^GPU (?P<id>\d+) ")
-_FOUND = re.compile(r"^(?P<n>\d+) (?P<kind>[A-Za-z]+?)(?:es|s)? found\.$")
 
 
 class DiagResult(str, enum.Enum):
@@ -97,38 +98,18 @@ class DcgmDiag:
     complete: bool
 
 
-@dataclass(frozen=True, slots=True)
-class DcgmGpu:
-    """One GPU row of `dcgmi discovery -l`."""
-
-    gpu_id: int
-    name: str | None
-    bdf: str | None
-    bdf_raw: str | None
-    uuid: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class DcgmDiscovery:
-    """Entities DCGM sees; ids only for NVSwitches and CPUs."""
-
-    gpus: tuple[DcgmGpu, ...]
-    nvswitch_ids: tuple[int, ...]
-    cpu_ids: tuple[int, ...]
-
-
-def _result(text: str, where: str) -> DiagResult:
+def diag_result(text: str, where: str) -> DiagResult:
     for res in DiagResult:
         if res.value.lower() == text.strip().lower():
             return res
     raise ParseError(TOOL, f"{where}: unknown result {text.strip()!r}")
 
 
-def _worst(results: list[DiagResult]) -> DiagResult:
+def worst_result(results: list[DiagResult]) -> DiagResult:
     return min(results, key=_SEVERITY.index)
 
 
-def _message(
+def diag_message(
     text: str,
     group: str | None = None,
     eid: int | None = None,
@@ -158,7 +139,7 @@ class _TestRows:
         if m is None:
             raise ParseError(TOOL, f"{where}: unreadable result {text.strip()!r}")
         self.lines.append(text.strip())
-        res = _result(m["res"], where)
+        res = diag_result(m["res"], where)
         self.results.append(res)
         scope = m["scope"] or ""
         if scope.lower() == "all":
@@ -171,16 +152,17 @@ class _TestRows:
         return DiagTest(
             name=self.name,
             category=self.category,
-            result=_worst(self.results),
+            result=worst_result(self.results),
             result_raw="; ".join(self.lines),
             all_entities=self.all_entities,
             entities=tuple(self.entities),
-            warnings=tuple(_message(t) for k, t in self.messages if k == "Warning"),
-            info=tuple(_message(t) for k, t in self.messages if k == "Info"),
+            warnings=tuple(diag_message(t) for k, t in self.messages if k == "Warning"),
+            info=tuple(diag_message(t) for k, t in self.messages if k == "Info"),
         )
 
 
-def _clean(text: str) -> list[str]:
+def dcgmi_lines(text: str) -> list[str]:
+    """dcgmi output as lines without ANSI escapes or trailing blanks; NUL bytes are an error."""
     if "\x00" in text:
         raise ParseError(TOOL, "binary data (NUL bytes) in output")
     return [_ANSI.sub("", ln).rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
@@ -188,8 +170,8 @@ def _clean(text: str) -> list[str]:
 
 def parse_dcgmi_diag(text: str) -> DcgmDiag:
     """Parse the `dcgmi diag` text table (DCGM 3.x `Pass - All` and 4.x per-GPU rows)."""
-    lines = _clean(text)
-    start = next((i for i, ln in enumerate(lines) if _BORDER.match(ln)), None)
+    lines = dcgmi_lines(text)
+    start = next((i for i, ln in enumerate(lines) if TABLE_BORDER.match(ln)), None)
     if start is None:
         first = next((ln.strip() for ln in lines if ln.strip()), "")
         raise ParseError(TOOL, f"no diag table ('+---+---+' border); output starts {first[:80]!r}")
@@ -210,7 +192,7 @@ def parse_dcgmi_diag(text: str) -> DcgmDiag:
             if category != "Metadata":
                 categories.append(category)
             continue
-        if _BORDER.match(line):
+        if TABLE_BORDER.match(line):
             closed = category is not None and not line.startswith("+=")
             if closed:
                 break
@@ -242,7 +224,7 @@ def parse_dcgmi_diag(text: str) -> DcgmDiag:
         elif not tests:
             raise ParseError(TOOL, f"{where}: continuation row before any test")
         elif em := _ENTITY_ROW.match(chunk.strip()):
-            res = _result(em["res"], where)
+            res = diag_result(em["res"], where)
             tests[-1].entities.append(EntityResult(em["grp"], int(em["id"]), res))
             last_key = None
         elif last_key in ("Info", "Warning"):
@@ -263,196 +245,3 @@ def parse_dcgmi_diag(text: str) -> DcgmDiag:
     driver = meta.get("Driver Version Detected", "").strip() or None
     frozen = tuple(t.freeze() for t in tests)
     return DcgmDiag(version, driver, ids, tuple(categories), frozen, (), closed)
-
-
-def _field(obj: object, key: str, where: str) -> object:
-    if not isinstance(obj, dict):
-        raise ParseError(TOOL, f"{where}: expected an object, got {type(obj).__name__}")
-    return obj.get(key)
-
-
-def _str(obj: object, key: str, where: str) -> str:
-    value = _field(obj, key, where)
-    if not isinstance(value, str):
-        raise ParseError(TOOL, f"{where}: '{key}' missing or not a string")
-    return value
-
-
-def _int(obj: object, key: str, where: str) -> int:
-    value = _field(obj, key, where)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ParseError(TOOL, f"{where}: '{key}' missing or not an integer")
-    return value
-
-
-def _list(obj: object, key: str, where: str, required: bool = True) -> list[object]:
-    value = _field(obj, key, where)
-    if value is None and not required:
-        return []
-    if not isinstance(value, list):
-        raise ParseError(TOOL, f"{where}: '{key}' missing or not a list")
-    return value
-
-
-_CODES = ("error_category", "error_id", "error_severity")
-
-
-def _opt_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _json_messages(
-    obj: object, kind: str, where: str, group: str | None = None, eid: int | None = None
-) -> list[DiagMessage]:
-    out: list[DiagMessage] = []
-    for item in _list(obj, kind, where, required=False):
-        if isinstance(item, str):
-            out.append(_message(item, group, eid))
-        elif isinstance(item, dict) and isinstance(item.get("warning"), str):
-            cat, err, sev = (_opt_int(item.get(k)) for k in _CODES)
-            out.append(_message(item["warning"], group, eid, (err, cat, sev)))
-        else:
-            raise ParseError(TOOL, f"{where}: unreadable {kind} entry {str(item)[:60]!r}")
-    return out
-
-
-def diag_test_from_json(obj: object, category: str | None) -> DiagTest:
-    """One DCGM 4.x `tests[]` object -> DiagTest (also used on the corpus fragment)."""
-    name = _str(obj, "name", "test")
-    where = f"test {name!r}"
-    entities: list[EntityResult] = []
-    warnings: list[DiagMessage] = []
-    info: list[DiagMessage] = []
-    for res in _list(obj, "results", where):
-        grp, eid = _str(res, "entity_group", where), _int(res, "entity_id", where)
-        entities.append(EntityResult(grp, eid, _result(_str(res, "status", where), where)))
-        warnings += _json_messages(res, "warnings", where, grp, eid)
-        info += _json_messages(res, "info", where, grp, eid)
-    summary = _field(obj, "test_summary", where) or {}
-    warnings += _json_messages(summary, "warnings", where)
-    info += _json_messages(summary, "info", where)
-    status = _field(summary, "status", where)
-    if isinstance(status, str):
-        result = _result(status, where)
-    elif entities:
-        result = _worst([e.result for e in entities])
-    else:
-        raise ParseError(TOOL, f"{where}: neither test_summary.status nor entity results")
-    return DiagTest(
-        name=name,
-        category=category,
-        result=result,
-        result_raw=status if isinstance(status, str) else result.value,
-        all_entities=False,
-        entities=tuple(entities),
-        warnings=tuple(warnings),
-        info=tuple(info),
-    )
-
-
-def _json_entities(doc: object) -> list[DiagEntity]:
-    entities: list[DiagEntity] = []
-    for group in _list(doc, "entity_groups", "document", required=False):
-        gname = _str(group, "entity_group", "entity_groups")
-        for ent in _list(group, "entities", "entity_groups"):
-            dev, serial = (
-                _field(ent, "device_id", "entities"),
-                _field(ent, "serial_num", "entities"),
-            )
-            entities.append(
-                DiagEntity(
-                    gname,
-                    _int(ent, "entity_id", "entities"),
-                    dev if isinstance(dev, str) else None,
-                    # `<<<NOT_SUPPORTED>>>` (corpus: GB10 run) is DCGM's sentinel for absent.
-                    serial if isinstance(serial, str) and not serial.startswith("<<<") else None,
-                )
-            )
-    return entities
-
-
-def parse_dcgmi_diag_json(text: str) -> DcgmDiag:
-    """Parse `dcgmi diag -j` (DCGM 4.x); a bare test object (a fragment) is a ParseError."""
-    if "\x00" in text:
-        raise ParseError(TOOL, "binary data (NUL bytes) in output")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        try:
-            part = json.loads(text.strip().rstrip(","))
-        except json.JSONDecodeError:
-            part = None
-        if isinstance(part, dict) and "results" in part:
-            # Corpus: dcgmi-diag-j__...-capped-fragment. One test without its document says
-            # nothing of the other tests or the run's metadata: admitting on it would pass
-            # by omission.
-            raise ParseError(TOOL, "JSON fragment: one test object, not a diag document") from None
-        raise ParseError(TOOL, f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    root = _field(doc, "DCGM Diagnostic", "document")
-    if isinstance(root, dict) and "runtime_error" in root:
-        raise ParseError(TOOL, f"diag did not run: {str(root['runtime_error'])[:120]}")
-    tests: list[DiagTest] = []
-    categories: list[str] = []
-    for cat in _list(root, "test_categories", "'DCGM Diagnostic'"):
-        name = _str(cat, "category", "test_categories")
-        categories.append(name)
-        tests += [diag_test_from_json(t, name) for t in _list(cat, "tests", f"category {name!r}")]
-    if not tests:
-        raise ParseError(TOOL, "diag document lists no tests")
-    entities = _json_entities(doc)
-    meta = _field(doc, "metadata", "document")
-    version = _field(meta, "version", "metadata") if isinstance(meta, dict) else None
-    driver = _field(meta, "Driver Version Detected", "metadata") if isinstance(meta, dict) else None
-    gpu_ids = tuple(e.device_id for e in entities if e.entity_group == "GPU" and e.device_id)
-    return DcgmDiag(
-        dcgm_version=version if isinstance(version, str) else None,
-        driver_version=driver if isinstance(driver, str) else None,
-        gpu_device_ids=gpu_ids,
-        categories=tuple(categories),
-        tests=tuple(tests),
-        entities=tuple(entities),
-        complete=True,
-    )
-
-
-def parse_dcgmi_discovery(text: str) -> DcgmDiscovery:
-    """Parse `dcgmi discovery -l`; each `N <kind> found.` count must match its table."""
-    rows: dict[str, list[dict[str, str]]] = {}
-    counts: dict[str, int] = {}
-    kind: str | None = None
-    for no, line in enumerate(_clean(text), 1):
-        if not line.strip() or _BORDER.match(line) or re.fullmatch(r"\+-+\+", line):
-            continue
-        if fm := _FOUND.match(line.strip()):
-            kind = fm["kind"].lower()
-            counts[kind], rows[kind] = int(fm["n"]), []
-            continue
-        if kind is None or not (line.startswith("|") and line.endswith("|")):
-            raise ParseError(TOOL, f"line {no}: not part of a discovery table: {line[:80]!r}")
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if cells[0].isdigit():
-            rows[kind].append({"id": cells[0]})
-        elif cells[0] and not rows[kind]:
-            continue  # column header (`GPU ID | Device Information`)
-        elif not rows[kind]:
-            raise ParseError(TOOL, f"line {no}: detail row before any entry")
-        if len(cells) > 1 and ":" in cells[1]:
-            key, _, value = cells[1].partition(":")
-            rows[kind][-1][key.strip()] = value.strip()
-    if "gpu" not in counts:
-        raise ParseError(TOOL, "no 'N GPUs found.' line")
-    for k, n in counts.items():
-        if len(rows[k]) != n:
-            raise ParseError(TOOL, f"{n} {k}(s) announced but {len(rows[k])} listed (truncated?)")
-    gpus = tuple(
-        DcgmGpu(
-            int(r["id"]),
-            r.get("Name"),
-            normalize_bdf(r["PCI Bus ID"]) if "PCI Bus ID" in r else None,
-            r.get("PCI Bus ID"),
-            r.get("Device UUID"),
-        )
-        for r in rows["gpu"]
-    )
-    ids = {k: tuple(int(r["id"]) for r in v) for k, v in rows.items()}
-    return DcgmDiscovery(gpus, ids.get("nvswitch", ()), ids.get("cpu", ()))

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from nodegate.errors import ParseError
-from nodegate.parsers.lspci import normalize_bdf
+from nodegate.parsers.pci import normalize_bdf
 
 STATUS_TOOL = "systemctl status"
 LOG_TOOL = "fabricmanager log"

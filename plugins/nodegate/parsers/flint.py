@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import canonical_guid, clean_lines
+from nodegate.parsers.ib_rate import canonical_guid
+from nodegate.parsers.text import clean_lines
 
 # `Key:   value` with the value column at 23; continuation lines (Rom Info) are blank-keyed.
 _FLINT_KV_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9 ()/_.-]*?):\s*(?P<value>.*)$")

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import clean_lines, natural_key
-from nodegate.parsers.lspci import pcie_gen
+from nodegate.parsers.pci import pcie_gen
+from nodegate.parsers.text import clean_lines, natural_key
 
 _TOOL = "ib_pci"
 # The PCI attributes of an RDMA device's sysfs `device/` directory the hca stage reads.

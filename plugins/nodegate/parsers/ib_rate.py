@@ -1,4 +1,4 @@
-"""Shared InfiniBand decoding: rate/width/speed strings, port states, GUID forms, text cleanup.
+"""Shared InfiniBand decoding: rate/width/speed strings, port states, GUID forms.
 
 Every IB tool spells the same facts differently (ibstat `Rate: 400`, sysfs
 `400 Gb/sec (4X NDR)`, ibv_devinfo `active_width: 4X (2)` + `active_speed: 100.0 Gbps (128)`,
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from nodegate.parsers.text import number
 
 # Nominal per-lane data rate (Gb/s) of each IB speed name, as the kernel's rate_show uses it.
 SPEED_LANE_GBPS: dict[str, float] = {
@@ -63,7 +65,6 @@ _PHYS_STATE_CODES: dict[str, int] = {
     "phytest": 7,
 }
 
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _RATE_RE = re.compile(
     r"^(?P<rate>\d+(?:\.\d+)?)\s*Gb/sec\s*\((?P<width>\d+)X(?:\s+(?P<speed>[A-Z][A-Z0-9]*))?\)$"
 )
@@ -81,22 +82,6 @@ class IbRate:
     width_lanes: int | None
     speed: str | None
     lane_gbps: float | None
-
-
-def clean_lines(text: str) -> list[str]:
-    """Split tool output into lines without CR, ANSI colour escapes or trailing blanks."""
-    text = _ANSI_RE.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
-    return [line.rstrip() for line in text.split("\n")]
-
-
-def number(text: str) -> float | None:
-    """'400' -> 400, '2.5' -> 2.5, anything else -> None (ints stay ints for readable facts)."""
-    text = text.strip()
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    if re.fullmatch(r"-?\d+\.\d*|-?\d*\.\d+", text):
-        return float(text)
-    return None
 
 
 def _compact(value: float) -> float:
@@ -194,9 +179,3 @@ def canonical_guid(text: str) -> str | None:
     if not _GUID_HEX_RE.match(value):
         return None
     return value.rjust(16, "0")
-
-
-def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
-    """Sort key so mlx5_2 sorts before mlx5_10."""
-    parts = re.split(r"(\d+)", name)
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p != "")

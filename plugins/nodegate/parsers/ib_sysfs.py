@@ -12,14 +12,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import (
-    IbRate,
-    canonical_guid,
-    clean_lines,
-    decode_rate,
-    natural_key,
-    state_with_code,
-)
+from nodegate.parsers.ib_rate import IbRate, canonical_guid, decode_rate, state_with_code
+from nodegate.parsers.text import clean_lines, natural_key
 
 _TOOL = "ib_sysfs"
 

@@ -9,15 +9,8 @@ import re
 from dataclasses import dataclass
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import (
-    IbRate,
-    canonical_guid,
-    clean_lines,
-    decode_rate,
-    natural_key,
-    number,
-    state_with_code,
-)
+from nodegate.parsers.ib_rate import IbRate, canonical_guid, decode_rate, state_with_code
+from nodegate.parsers.text import clean_lines, natural_key, number
 
 _CA_RE = re.compile(r"^CA '(?P<name>[^']+)'$")
 _PORT_RE = re.compile(r"^Port (?P<num>\d+):$")

@@ -10,12 +10,11 @@ from nodegate.errors import ParseError
 from nodegate.parsers.ib_rate import (
     IbRate,
     canonical_guid,
-    clean_lines,
-    natural_key,
     rate_from_parts,
     split_coded,
     state_with_code,
 )
+from nodegate.parsers.text import clean_lines, natural_key
 
 _TOOL = "ibv_devinfo"
 # Continuation lines of -v flag lists (device_cap_flags, *_odp_caps) sit at 5 tabs / 40 columns,

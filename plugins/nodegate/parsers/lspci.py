@@ -11,11 +11,9 @@ import re
 from dataclasses import dataclass
 
 from nodegate.errors import ParseError
+from nodegate.parsers.pci import normalize_bdf, pcie_gen
 
 TOOL = "lspci"
-
-# PCIe signalling rate (GT/s) -> generation.
-GEN_BY_SPEED_GTS: dict[float, int] = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 # lspci prints "<vendor name> <device name>" with nothing between them; these pci.ids vendor
 # names (longest first at match time) let us split the two. Unknown vendors keep only the raw
@@ -43,10 +41,6 @@ _VENDOR_NAMES: tuple[str, ...] = (
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_BDF = re.compile(
-    r"^(?:(?P<dom>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})"
-    r"(?:\.(?P<fn>[0-7]))?$"
-)
 _HEADER = re.compile(
     r"^(?P<bdf>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+"
     r"(?P<cls>[^:\[\]]+?)(?:\s+\[(?P<ccode>[0-9a-fA-F]{4})\])?:\s*(?P<rest>.*)$"
@@ -140,24 +134,6 @@ class LspciReport:
     devices: tuple[PciDevice, ...]
     verbose: bool
     numeric_ids: bool
-
-
-def normalize_bdf(raw: str) -> str | None:
-    """`9b:00.0`, `PCI:0000:52:00`, `00000000:83:00.0` -> `0000:9b:00.0`; None if not a BDF."""
-    text = raw.strip()
-    if text.upper().startswith("PCI:"):
-        text = text[4:]
-    m = _BDF.match(text)
-    if m is None:
-        return None
-    dom = int(m["dom"] or "0", 16)
-    fn = m["fn"] or "0"
-    return f"{dom:04x}:{int(m['bus'], 16):02x}:{int(m['dev'], 16):02x}.{fn}"
-
-
-def pcie_gen(speed_gts: float | None) -> int | None:
-    """32.0 -> 5; None for speeds that are not a PCIe generation."""
-    return None if speed_gts is None else GEN_BY_SPEED_GTS.get(speed_gts)
 
 
 def _speed(text: str) -> float | None:
@@ -359,47 +335,3 @@ def parse_lspci(text: str) -> LspciReport:
         odd = next(d.bdf_raw for d in devices if d.vendor_id is None)
         raise ParseError(TOOL, f"device {odd}: no [vendor:device] ids unlike the others (cut?)")
     return LspciReport(tuple(devices), verbose, with_ids == len(devices))
-
-
-def _is_nvidia(dev: PciDevice) -> bool:
-    return dev.vendor_id == "10de" or dev.vendor_name == "NVIDIA Corporation"
-
-
-def _in_class(dev: PciDevice, classes: dict[str, str]) -> bool:
-    """Match on the class code when -nn printed it, else on the class name."""
-    if dev.class_code:
-        return dev.class_code in classes.values()
-    return dev.class_name in classes
-
-
-_GPU_CLASSES = {"3D controller": "0302", "VGA compatible controller": "0300"}
-_HCA_CLASSES = {"Infiniband controller": "0207", "Ethernet controller": "0200"}
-
-
-def gpus(report: LspciReport) -> tuple[PciDevice, ...]:
-    """NVIDIA 3D controllers (0302) and VGA controllers (0300)."""
-    return tuple(d for d in report.devices if _is_nvidia(d) and _in_class(d, _GPU_CLASSES))
-
-
-def nvswitches(report: LspciReport) -> tuple[PciDevice, ...]:
-    """NVIDIA devices of class `Bridge` (0680); Grace root ports are `PCI bridge` (0604)."""
-    return tuple(d for d in report.devices if _is_nvidia(d) and _in_class(d, {"Bridge": "0680"}))
-
-
-def mellanox_hcas(report: LspciReport) -> tuple[PciDevice, ...]:
-    """Mellanox (15b3) Infiniband (0207) or Ethernet (0200) functions, VFs included."""
-    return tuple(
-        d
-        for d in report.devices
-        if (d.vendor_id == "15b3" or d.vendor_name == "Mellanox Technologies")
-        and _in_class(d, _HCA_CLASSES)
-    )
-
-
-def pcie_switch_ports(report: LspciReport) -> tuple[PciDevice, ...]:
-    """PCI bridges (0604) except root ports; without -vv the port type is unknown, all count."""
-    return tuple(
-        d
-        for d in report.devices
-        if _in_class(d, {"PCI bridge": "0604"}) and d.express_type != "Root Port"
-    )

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nodegate.parsers.lspci import LspciReport, PciDevice, normalize_bdf, parse_lspci
+from nodegate.parsers.lspci import LspciReport, PciDevice, parse_lspci
+from nodegate.parsers.pci import normalize_bdf
 
 TOOL = "lspci"
 _BUS_RANGE = re.compile(r"^\s+Bus: primary=[0-9a-f]+, secondary=(\w+), subordinate=(\w+)")

@@ -8,18 +8,15 @@ FEC histogram and serdes tables are read from JSON only (text prints them as fre
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import clean_lines, decode_width
+from nodegate.parsers.ib_rate import decode_width
+from nodegate.parsers.mlxlink_sections import Section, read_sections
 
 _TOOL = "mlxlink"
-Value = str | tuple[str, ...] | tuple[str | None, tuple[str, ...]]
-Section = dict[str, Value]
 
 _KNOWN_SECTIONS = frozenset(
     ("Operational Info", "Supported Info", "Troubleshooting Info", "Tool Information")
@@ -36,7 +33,6 @@ _MODULE_TYPED = frozenset(
 # `61 [-10..80]`, `3.583,3.253,3.233,2.658 [-9.914..6.999]`: readings with the alarm range.
 _RANGED_RE = re.compile(r"^(?P<vals>[-\d.,\s]+?)\s*\[(?P<lo>-?[\d.]+)\.\.(?P<hi>-?[\d.]+)\]$")
 _MASKED_RE = re.compile(r"^(?P<mask>0x[0-9A-Fa-f]+)\s*\((?P<vals>[^)]*)\)$")  # text Supported Info
-_TEXT_KV_RE = re.compile(r"^(?P<key>\S.*?)\s+:\s?(?P<value>.*)$")
 _TEXT_LANE_KEYS = ("[per lane]", "Per Lane", "CDR RX", "CDR TX", "Lanes [dB]", "FOM", "Lane")
 
 
@@ -310,63 +306,9 @@ def _pcie(op: Section, eye: Section) -> MlxlinkPcie:
     )
 
 
-def _json_value(tool_key: str, value: Any) -> Value:
-    if isinstance(value, (str, int, float)):
-        return str(value)
-    if isinstance(value, dict) and isinstance(value.get("values"), list):
-        values = tuple(str(v) for v in value["values"])
-        return (str(value["mask"]), values) if "mask" in value else values
-    raise ParseError(_TOOL, f"unexpected JSON value for {tool_key!r}: {str(value)[:60]}")
-
-
-def _json_sections(text: str) -> dict[str, Section]:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ParseError(_TOOL, f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(doc, dict):
-        raise ParseError(_TOOL, "JSON document is not an object")
-    status = doc.get("status")
-    if isinstance(status, dict) and status.get("code") not in (0, None):
-        raise ParseError(_TOOL, f"mlxlink failed: {status.get('message')!r}")
-    output = doc.get("result", {}).get("output") if isinstance(doc.get("result"), dict) else None
-    if not isinstance(output, dict):
-        raise ParseError(_TOOL, "no result.output object in the JSON")
-    sections: dict[str, Section] = {}
-    for name, body in output.items():
-        if isinstance(body, dict):
-            sections[name] = {k: _json_value(k, v) for k, v in body.items()}
-    return sections
-
-
-def _text_sections(text: str) -> dict[str, Section]:
-    lines = clean_lines(text)
-    sections: dict[str, Section] = {}
-    current: Section | None = None
-    i = 0
-    while i < len(lines):
-        line = lines[i].strip()
-        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
-        if line.startswith("-E-"):
-            raise ParseError(_TOOL, f"mlxlink reported an error: {line}")
-        if line and nxt and set(nxt) == {"-"}:
-            current = sections.setdefault(line, {})
-            i += 2
-            continue
-        i += 1
-        if not line or line.startswith(("-W-", "-I-")):
-            continue
-        m = _TEXT_KV_RE.match(line)
-        if m is None or current is None:
-            raise ParseError(_TOOL, f"unrecognised line {line[:60]!r}")
-        current[m["key"].strip()] = m["value"].strip()
-    return sections
-
-
 def parse_mlxlink(text: str) -> MlxlinkReport:
     """Parse mlxlink output in either layout (JSON when it starts with '{')."""
-    body = text.lstrip()
-    sections = _json_sections(body) if body.startswith("{") else _text_sections(text)
+    sections = read_sections(text)
     known = [name for name in sections if name in _KNOWN_SECTIONS]
     if not known:
         raise ParseError(_TOOL, "no known mlxlink section (Operational Info, Module Info, ...)")

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import clean_lines
+from nodegate.parsers.text import clean_lines
 
 _TOOL = "mst status"
 _COLUMNS = ("DEVICE_TYPE", "MST", "PCI", "RDMA", "NET", "NUMA")

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import clean_lines
+from nodegate.parsers.text import clean_lines
 
 _TOOL = "perfquery"
 # perfquery.c: `# Port extended counters: %s port %d (CapMask: 0x%02X CapMask2: 0x%07X)`;

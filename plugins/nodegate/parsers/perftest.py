@@ -11,7 +11,9 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import clean_lines
+from nodegate.parsers.perftest_cuda import CUDA_LINE_RES, PerftestCuda, cuda_preamble
+from nodegate.parsers.perftest_failure import PerftestFailure, find_failure
+from nodegate.parsers.text import clean_lines
 
 TOOL = "ib_write_bw"
 Side = Literal["client", "server"]
@@ -47,32 +49,6 @@ _SERVER_NOTICES = (
     "Waiting for client rdma_cm QP to connect",
     "Please run the same command with the IB/RoCE interface IP",
 )
-_CUDA_PICK_RE = re.compile(r"^Picking device No\. (?P<idx>\d+)$")
-_CUDA_NAME_RE = re.compile(r"^\[pid = \d+, dev = \d+\] device name = \[(?P<name>[^\]]*)\]$")
-_CUDA_LIST_RE = re.compile(r"^CUDA device (?P<idx>\d+): PCIe address is (?P<addr>\S+)$")
-_CUDA_NOISE_RE = re.compile(
-    r"^(initializing CUDA|Listing all CUDA devices in system:|creating CUDA Ctx"
-    r"|making it the current CUDA Ctx|CUDA device integrated: \d+|cuMemAlloc\(\) of a .*"
-    r"|allocated GPU buffer address at .*|Calling ibv_reg_dmabuf_mr\(.*|deallocating GPU buffer .*"
-    r"|destroying current CUDA Ctx)$"
-)
-_DMABUF_RE = re.compile(r"^using DMA-BUF for GPU buffer .*$")
-_CUDA_RES = (_CUDA_NOISE_RE, _CUDA_PICK_RE, _CUDA_NAME_RE, _CUDA_LIST_RE, _DMABUF_RE)
-# Failure lines, first match names the kind; messages are quoted verbatim (perftest prints them
-# to stderr, often run together on one line before perftest PR #228: fail-couldnt-connect-*).
-_FAILURES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("connect", re.compile(r"Couldn't connect to \S+")),
-    ("exchange", re.compile(r"Couldn't read remote address|Failed to exchange data")),
-    ("rdma_cm", re.compile(r"Unexpected CM event|rdma_client function|rdma_server function")),
-    ("rdma_cm", re.compile(r"Unable to read to socket/rdma_cm|rdma_cm event")),
-    ("modify_qp", re.compile(r"[Ff]ailed to modify QP|Couldn't modify QP")),
-    ("socket", re.compile(r"Unable to (init|open) .*socket|Couldn't create socket")),
-    ("usage", re.compile(r"cannot be used without|Parser function exited with Error")),
-    (
-        "resources",
-        re.compile(r"[Cc]ouldn't (allocate|create|register|get|init)\b|Failed to create"),
-    ),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +74,6 @@ class PerftestRow:
     bw_peak_gbps: float | None
     bw_average_gbps: float
     msg_rate_mpps: float
-
-
-@dataclass(frozen=True, slots=True)
-class PerftestCuda:
-    """GPUDirect preamble (`--use_cuda`): device picked, its name, and whether DMA-BUF was used."""
-
-    device_index: int | None
-    device_name: str | None
-    dmabuf: bool
-    pcie_addresses: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,16 +105,6 @@ class PerftestResult:
     other_lines: tuple[str, ...]  # lines not recognised, kept as evidence
 
 
-@dataclass(frozen=True, slots=True)
-class PerftestFailure:
-    """A run that perftest itself reported as failed; kind names the first failure line's class."""
-
-    kind: str
-    message: str
-    messages: tuple[str, ...]
-    warnings: tuple[str, ...]
-
-
 @dataclass(slots=True)
 class _Run:
     """Mutable accumulator for one side's output while scanning."""
@@ -167,18 +123,6 @@ class _Run:
     interleaved: bool = False
 
 
-def _failure(lines: list[str], warnings: list[str]) -> PerftestFailure | None:
-    found: list[tuple[str, str]] = []
-    for line in lines:
-        for kind, pattern in _FAILURES:
-            if pattern.search(line):
-                found.append((kind, line))
-                break
-    if not found:
-        return None
-    return PerftestFailure(found[0][0], found[0][1], tuple(m for _, m in found), tuple(warnings))
-
-
 def _row(raw: tuple[str, ...], unit: str, peak_measured: bool) -> PerftestRow:
     size, iters, peak, avg, rate = raw
     factor = _BYTES_PER_S[unit] * 8 / 1e9
@@ -192,24 +136,6 @@ def _row(raw: tuple[str, ...], unit: str, peak_measured: bool) -> PerftestRow:
         bw_average_gbps=round(float(avg) * factor, 6),
         msg_rate_mpps=float(rate),
     )
-
-
-def _cuda(lines: list[str]) -> PerftestCuda | None:
-    if not lines:
-        return None
-    idx = name = None
-    addrs: list[str] = []
-    dmabuf = False
-    for line in lines:
-        if m := _CUDA_PICK_RE.match(line):
-            idx = int(m["idx"])
-        elif m := _CUDA_NAME_RE.match(line):
-            name = m["name"]
-        elif m := _CUDA_LIST_RE.match(line):
-            addrs.append(m["addr"])
-        elif _DMABUF_RE.match(line):
-            dmabuf = True
-    return PerftestCuda(idx, name, dmabuf, tuple(addrs))
 
 
 def _scan(lines: list[str]) -> tuple[list[_Run], list[str]]:
@@ -253,7 +179,7 @@ def _scan(lines: list[str]) -> tuple[list[_Run], list[str]]:
         if any(p.match(line) for p in _WARNING_RES):
             (owner.warnings if owner else pending_warn).append(line)
             continue
-        if any(p.match(line) for p in _CUDA_RES):
+        if any(p.match(line) for p in CUDA_LINE_RES):
             (owner.cuda if owner else pending_cuda).append(line)
             continue
         if owner is None:
@@ -347,7 +273,7 @@ def _result(
         peak_measured=peak_measured,
         rows=tuple(_row(r, unit, peak_measured) for r in rows),
         warnings=tuple(run.warnings),
-        cuda=_cuda(run.cuda),
+        cuda=cuda_preamble(run.cuda),
         interleaved=run.interleaved,
         other_lines=tuple(stray + run.other),
     )
@@ -394,7 +320,7 @@ def parse_ib_write_bw(text: str, side: Side | None = None) -> PerftestResult | P
     if not nonblank:
         raise ParseError(TOOL, "empty output")
     warnings = [line for line in nonblank if any(p.match(line) for p in _WARNING_RES)]
-    failure = _failure(nonblank, warnings)
+    failure = find_failure(nonblank, warnings)
     if failure is not None:
         return failure
     runs, stray = _scan(lines)

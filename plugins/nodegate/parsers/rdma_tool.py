@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nodegate.errors import ParseError
-from nodegate.parsers.ib_rate import canonical_guid, clean_lines, natural_key, state_with_code
+from nodegate.parsers.ib_rate import canonical_guid, state_with_code
+from nodegate.parsers.text import clean_lines, natural_key
 
 _DEV_RE = re.compile(r"^(?P<index>\d+):\s+(?P<name>[^\s:]+):\s*(?P<rest>.*)$")
 _LINK_RE = re.compile(r"^link\s+(?P<dev>[^\s/]+)/(?P<port>\d+)\s*(?P<rest>.*)$")

@@ -15,7 +15,8 @@ import time
 from nodegate.active.campaign import Execution, Side, Spawner
 from nodegate.active.rounds import Sanity
 from nodegate.errors import ParseError
-from nodegate.parsers.perftest import PerftestFailure, PerftestResult, parse_ib_write_bw
+from nodegate.parsers.perftest import PerftestResult, parse_ib_write_bw
+from nodegate.parsers.perftest_failure import PerftestFailure
 from nodegate.stages.ib_pairs.plan import PairTest
 from nodegate.stages.ib_pairs.profile import IbPairsProfile, Method, Rail
 from nodegate.transport.process import ProcessResult, SpawnError

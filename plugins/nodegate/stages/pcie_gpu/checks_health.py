@@ -7,7 +7,7 @@ from collections import Counter
 from nodegate.model import Verdict
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.parsers.kernel_log import XidEvent
-from nodegate.parsers.lspci import normalize_bdf
+from nodegate.parsers.pci import normalize_bdf
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name, per_gpu
 from nodegate.stages.pcie_gpu.profile import XID_ACTIONS, PcieGpuProfile, XidAction, XidTable

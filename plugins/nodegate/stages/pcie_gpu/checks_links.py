@@ -6,9 +6,9 @@ from typing import Literal
 
 from nodegate.model import Verdict
 from nodegate.parsers.gpu_facts import NvsmiGpu
-from nodegate.parsers.lspci import gpus as lspci_gpus
-from nodegate.parsers.lspci import pcie_gen
 from nodegate.parsers.lspci_bridges import LspciView
+from nodegate.parsers.lspci_select import gpus as lspci_gpus
+from nodegate.parsers.pci import pcie_gen
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile

@@ -8,7 +8,8 @@ from types import MappingProxyType
 
 from nodegate.errors import ParseError
 from nodegate.model import NodeOutcome
-from nodegate.parsers.dcgm import DcgmDiag, parse_dcgmi_diag_json
+from nodegate.parsers.dcgm import DcgmDiag
+from nodegate.parsers.dcgm_json import parse_dcgmi_diag_json
 from nodegate.parsers.fabricmanager import FabricManagerStatus, parse_fabricmanager_status
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.parsers.journalctl import parse_kernel_window
