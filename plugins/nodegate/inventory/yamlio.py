@@ -14,7 +14,6 @@ from jsonschema import Draft202012Validator
 
 from nodegate.errors import ConfigError
 
-
 MAX_YAML_DEPTH = 100  # nesting levels; PyYAML composes recursively (5,000 is a RecursionError)
 
 
