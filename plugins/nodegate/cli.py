@@ -109,6 +109,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     """Run the selected stages' commands on nodes and keep the outputs as a replay bundle."""
     from nodegate.inventory import load_inventory
     from nodegate.profiles import ProfileLibrary
+    from nodegate.safetext import printable
     from nodegate.settings import build_settings
     from nodegate.transport.evidence import EvidenceWriter
     from nodegate.transport.registry import builtin_hook, known_transports, make_transport
@@ -135,7 +136,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
             for name, plan in plans.items():
                 outs = await transport.run_stage(name, plan)
                 for o in outs.values():
-                    print(f"{o.node} {name}: {o.reach.value} {len(o.results)} commands {o.detail}")
+                    line = f"{o.node} {name}: {o.reach.value} {len(o.results)} commands {o.detail}"
+                    print(printable(line))
                     bad += o.reach.value != "ok"
         finally:
             await transport.close()

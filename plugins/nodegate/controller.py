@@ -14,6 +14,7 @@ import pytest
 
 from nodegate.engine import Engine, LoopThread
 from nodegate.items import SITE_PREFIX, item_key
+from nodegate.safetext import printable
 from nodegate.stages.base import StageOptions
 from nodegate.state import STATE, WORKER_RUN_DIR, RunState, now
 
@@ -60,7 +61,7 @@ def _progress_log(config: pytest.Config) -> Callable[[str], None] | None:
         return None
 
     def log(line: str) -> None:
-        reporter.write_line(f"nodegate: {line}")
+        reporter.write_line(printable(f"nodegate: {line}"))
 
     return log
 

@@ -14,6 +14,7 @@ import pytest
 
 from nodegate.engine import LoopThread
 from nodegate.model import CommandResult, CommandSpec, Status, Verdict
+from nodegate.safetext import printable
 from nodegate.stages.registry import checks_by_test
 from nodegate.state import STATE, RunState
 from nodegate.transport.evidence import resolve_evidence
@@ -83,12 +84,13 @@ class CheckView:
             )
         bad = [v for v in self.verdicts if v.status is not Status.PASS]
         if bad and all(v.status is Status.SKIP for v in bad):
-            pytest.skip(bad[0].message)
+            pytest.skip(printable(bad[0].message))
         if bad:
             pytest.fail("\n".join(_describe(v) for v in bad), pytrace=False)
 
 
 def _describe(v: Verdict) -> str:
+    """A verdict for the pytest/JUnit failure text, node text escaped line by line."""
     parts = [
         f"{v.status.value.upper()} {v.check} {v.node}"
         + (f" [{v.component}]" if v.component else "")
@@ -102,7 +104,19 @@ def _describe(v: Verdict) -> str:
         parts.append(f"  remediation: {v.remediation}")
     for e in v.evidence:
         parts.append(f"  evidence: {e}")
-    return "\n".join(parts)
+    return "\n".join(printable(p) for p in parts)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A site check's failure text may quote node output: escape it like every node text."""
+    report = yield
+    if report.failed and NODE_PARAM in getattr(item, "fixturenames", ()):
+        text = str(report.longrepr)
+        lines = text.splitlines()
+        if any(not line.isprintable() for line in lines):
+            report.longrepr = "\n".join(printable(line) for line in lines)
+    return report
 
 
 @pytest.fixture
