@@ -128,7 +128,16 @@ def cmd_capture(args: argparse.Namespace) -> int:
         for st in stages
     }
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(
+            f"--out: got {args.out!r}, expected a directory for the bundle (absent or a "
+            "directory; a file is there)"
+        )
     transport = make_transport(hook, settings, nodes, EvidenceWriter(out, settings.transport))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out: got {args.out!r}, cannot make it: {exc.strerror}") from None
 
     async def go() -> int:
         bad = 0

@@ -40,8 +40,10 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
     state.selected = keys
     engine_keys = [k for k in keys if not k[0].startswith(SITE_PREFIX)]
     state.started_at = now()
+    state.run_dir.mkdir(parents=True, exist_ok=True)  # new: build_state refused a reused one
     state.loop = LoopThread()
-    state.transport = state.open_transport()
+    if state.transport is None:
+        state.transport = state.open_transport()
     names = {n for _, n in keys}
     engine = Engine(
         [n for n in state.nodes if n.name in names],
