@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodegate import bundled
 from nodegate.errors import ConfigError
+from nodegate.safetext import printable
 
 if TYPE_CHECKING:
     from nodegate.stages.base import PassiveStage
@@ -109,7 +110,6 @@ def cmd_capture(args: argparse.Namespace) -> int:
     """Run the selected stages' commands on nodes and keep the outputs as a replay bundle."""
     from nodegate.inventory import load_inventory
     from nodegate.profiles import ProfileLibrary
-    from nodegate.safetext import printable
     from nodegate.settings import build_settings
     from nodegate.transport.evidence import EvidenceWriter
     from nodegate.transport.registry import builtin_hook, known_transports, make_transport
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         rc: int = args.func(args)
         return rc
     except ConfigError as exc:
-        print(f"nodegate: {exc}", file=sys.stderr)
+        print(f"nodegate: {printable(exc)}", file=sys.stderr)  # one line, whatever it quotes
         return 4
 
 

@@ -83,7 +83,7 @@ def _stop(config: pytest.Config, message: str) -> NoReturn:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:  # its session summary would only add "no tests ran in 0.02s"
         config.pluginmanager.unregister(reporter)
-    raise pytest.UsageError(message)
+    raise pytest.UsageError(printable(message))
 
 
 def item_key(nodeid: str) -> tuple[str, str] | None:

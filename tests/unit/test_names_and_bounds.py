@@ -236,3 +236,14 @@ def test_fleet_build_checks_names_of_a_model_built_in_code(tmp_path: Path) -> No
         Fleet(tmp_path / "fleet").build(model)
     assert str(info.value) == f"code: nodes: invalid node name '../x' {RULE}"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_usage_error_is_one_line_whatever_it_quotes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text('version: 1\nnodes:\n  gpu001: {labels: {"r\\n": x}}\n')
+    assert cli.main(["capture", "--inventory", str(inv), "--out", str(tmp_path / "b")]) == 4
+    assert capsys.readouterr().err == (
+        f"nodegate: {inv}: nodes.gpu001.labels.r\\n: invalid label name 'r\\n' {RULE}\n"
+    )
