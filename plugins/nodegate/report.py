@@ -3,6 +3,7 @@ failure shows what was observed and what was expected; node text is escaped (`sa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,13 @@ def _with_unit(value: Any, unit: str | None) -> str:
     return f"{_value(value)} {unit}" if unit and number else _value(value)
 
 
+def _shows(message: str, text: str) -> bool:
+    """Whether `message` shows `text` as itself: `0` is not shown by a PID `18750`."""
+    head = r"(?<![\d.])" if text[:1].isdigit() else ""
+    tail = r"(?!\.?\d)" if text[-1:].isdigit() else ""
+    return re.search(head + re.escape(text) + tail, message) is not None
+
+
 def observed_expected(reason: Mapping[str, Any]) -> str:
     """What a failure's message does not show of its observed and expected values, as
     ' (observed X, expected Y)'; '' for other statuses or when the message shows both.
@@ -38,7 +46,7 @@ def observed_expected(reason: Mapping[str, Any]) -> str:
     missing = [
         f"{word} {_with_unit(value, unit)}"
         for word, value in (("observed", reason["observed"]), ("expected", reason["expected"]))
-        if value is None or _value(value) not in message
+        if value is None or not _shows(message, _value(value))
     ]
     return f" ({', '.join(missing)})" if missing else ""
 

@@ -136,6 +136,18 @@ def test_summary_escapes_node_text() -> None:
             id="none-is-said",
         ),
         pytest.param(
+            reason(
+                check="ib_pairs.cleanup",
+                component="ib_write_bw",
+                observed=2,
+                expected=0,
+                message="still running: 18750 ib_write_bw; 18752 ib_write_bw",
+            ),
+            "gpu1: ib_pairs.cleanup FAIL [ib_write_bw]: still running: 18750 ib_write_bw; "
+            "18752 ib_write_bw (observed 2, expected 0)",
+            id="numbers-inside-numbers-do-not-count",
+        ),
+        pytest.param(
             reason(status="error", observed=None, expected="x", message="timed out"),
             "gpu1: reach.os.release ERROR [os]: timed out",
             id="errors-unchanged",
