@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodegate import bundled
 from nodegate.errors import ConfigError
-from nodegate.safetext import printable
+from nodegate.safetext import printable, printable_lines
 
 if TYPE_CHECKING:
     from nodegate.stages.base import PassiveStage
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         rc: int = args.func(args)
         return rc
     except ConfigError as exc:
-        print(f"nodegate: {printable(exc)}", file=sys.stderr)  # one line, whatever it quotes
+        print(f"nodegate: {printable_lines(exc)}", file=sys.stderr)
         return 4
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from nodegate.engine import LoopThread
 from nodegate.model import CommandResult, CommandSpec, Status, Verdict
-from nodegate.safetext import printable
+from nodegate.safetext import printable, printable_lines
 from nodegate.stages.registry import checks_by_test
 from nodegate.state import STATE, RunState
 from nodegate.transport.evidence import resolve_evidence
@@ -150,9 +150,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if report.failed and NODE_PARAM in getattr(item, "fixturenames", ()):
         text = str(report.longrepr)
-        lines = text.splitlines()
-        if any(not line.isprintable() for line in lines):
-            report.longrepr = "\n".join(printable(line) for line in lines)
+        if not all(line.isprintable() for line in text.split("\n")):
+            report.longrepr = printable_lines(text)
     return report
 
 

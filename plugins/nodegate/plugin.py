@@ -15,7 +15,7 @@ from nodegate import hookspecs
 from nodegate.controller import XdistController
 from nodegate.errors import ConfigError
 from nodegate.reporting import AdmissionSummary, LatestLink, Recorder
-from nodegate.safetext import printable
+from nodegate.safetext import printable_lines
 from nodegate.settings import OPTIONS, Settings, build_settings
 from nodegate.stages.registry import STAGE_MARKERS
 from nodegate.state import STATE, build_state
@@ -70,7 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
             # usage error before collection, not an internal error once the run has started.
             state.transport = state.open_transport()
     except ConfigError as exc:
-        raise pytest.UsageError(f"nodegate: {printable(exc)}") from None  # one line
+        raise pytest.UsageError(f"nodegate: {printable_lines(exc)}") from None
     config.stash[STATE] = state
     if workerinput is None:
         # The run directory is made when the engine starts (`controller`): a usage error or

@@ -35,6 +35,11 @@ def printable(text: object) -> str:
     return "".join(_escape(c) if unicodedata.category(c) in _ESCAPED_CATEGORIES else c for c in s)
 
 
+def printable_lines(text: object) -> str:
+    """`text` with its line breaks kept and every other control character escaped."""
+    return "\n".join(printable(line) for line in str(text).split("\n"))
+
+
 def html_text(text: object) -> str:
     """`text` for an HTML page: control characters escaped, then `<>&"'` as entities."""
     return html.escape(printable(text), quote=True)

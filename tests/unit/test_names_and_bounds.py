@@ -238,12 +238,13 @@ def test_fleet_build_checks_names_of_a_model_built_in_code(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_usage_error_is_one_line_whatever_it_quotes(
+def test_a_usage_error_shows_no_control_character_it_quotes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    inv = tmp_path / "inv.yaml"
-    inv.write_text('version: 1\nnodes:\n  gpu001: {labels: {"r\\n": x}}\n')
+    inv = tmp_path / "inv.yaml"  # the key path quotes the Ansible variable as written
+    inv.write_text('all:\n  hosts:\n    gpu1: {"nodegate_label_r\\e[2J": x}\n')
     assert cli.main(["capture", "--inventory", str(inv), "--out", str(tmp_path / "b")]) == 4
     assert capsys.readouterr().err == (
-        f"nodegate: {inv}: nodes.gpu001.labels.r\\n: invalid label name 'r\\n' {RULE}\n"
+        f"nodegate: {inv}: all.hosts.gpu1.nodegate_label_r\\x1b[2J: "
+        f"invalid label name 'r\\x1b[2J' {RULE}\n"
     )
