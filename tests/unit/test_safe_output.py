@@ -14,7 +14,7 @@ import pytest
 from nodegate.items import CheckView
 from nodegate.model import Status, Verdict
 from nodegate.report import fold_reasons, summary_lines
-from nodegate.safetext import html_text, printable
+from nodegate.safetext import html_text, printable, printable_lines
 
 # Erase the line above, paint a fake summary, set the title, write the clipboard (OSC 52),
 # C1 CSI, a bidi override, a NUL and a line separator.
@@ -33,6 +33,9 @@ def test_printable_escapes_every_control_character() -> None:
     assert printable(HOSTILE) == ESCAPED
     assert printable("plain text, 'quotes' and ü") == "plain text, 'quotes' and ü"
     assert printable("undecodable \udcff byte") == "undecodable \\udcff byte"
+    assert printable_lines("profile p:\n  (top level): \x1b[2J") == (
+        "profile p:\n  (top level): \\x1b[2J"
+    )
 
 
 def test_html_text_escapes_controls_then_markup() -> None:
