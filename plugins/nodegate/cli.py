@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodegate import bundled
 from nodegate.errors import ConfigError
+from nodegate.safetext import printable, printable_lines
 
 if TYPE_CHECKING:
     from nodegate.stages.base import PassiveStage
@@ -127,7 +128,16 @@ def cmd_capture(args: argparse.Namespace) -> int:
         for st in stages
     }
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(
+            f"--out: got {args.out!r}, expected a directory for the bundle (absent or a "
+            "directory; a file is there)"
+        )
     transport = make_transport(hook, settings, nodes, EvidenceWriter(out, settings.transport))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out: got {args.out!r}, cannot make it: {exc.strerror}") from None
 
     async def go() -> int:
         bad = 0
@@ -135,7 +145,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
             for name, plan in plans.items():
                 outs = await transport.run_stage(name, plan)
                 for o in outs.values():
-                    print(f"{o.node} {name}: {o.reach.value} {len(o.results)} commands {o.detail}")
+                    line = f"{o.node} {name}: {o.reach.value} {len(o.results)} commands {o.detail}"
+                    print(printable(line))
                     bad += o.reach.value != "ok"
         finally:
             await transport.close()
@@ -248,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         rc: int = args.func(args)
         return rc
     except ConfigError as exc:
-        print(f"nodegate: {exc}", file=sys.stderr)
+        print(f"nodegate: {printable_lines(exc)}", file=sys.stderr)
         return 4
 
 

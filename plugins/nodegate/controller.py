@@ -14,6 +14,7 @@ import pytest
 
 from nodegate.engine import Engine, LoopThread
 from nodegate.items import SITE_PREFIX, item_key
+from nodegate.safetext import printable
 from nodegate.stages.base import StageOptions
 from nodegate.state import STATE, WORKER_RUN_DIR, RunState, now
 
@@ -39,8 +40,10 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
     state.selected = keys
     engine_keys = [k for k in keys if not k[0].startswith(SITE_PREFIX)]
     state.started_at = now()
+    state.run_dir.mkdir(parents=True, exist_ok=True)  # new: build_state refused a reused one
     state.loop = LoopThread()
-    state.transport = state.open_transport()
+    if state.transport is None:
+        state.transport = state.open_transport()
     names = {n for _, n in keys}
     engine = Engine(
         [n for n in state.nodes if n.name in names],
@@ -60,7 +63,7 @@ def _progress_log(config: pytest.Config) -> Callable[[str], None] | None:
         return None
 
     def log(line: str) -> None:
-        reporter.write_line(f"nodegate: {line}")
+        reporter.write_line(printable(f"nodegate: {line}"))
 
     return log
 

@@ -51,8 +51,9 @@ def pytest_nodegate_make_transport(
     ``ssh``, ``local`` and ``replay``, so a plugin may also replace one of those.
 
     Called through ``nodegate.transport.registry.make_transport``: on the pytest controller
-    when the engine starts, on an xdist worker when a site check first calls ``node.run()``,
-    and by ``nodegate capture``.
+    when pytest configures (build without connecting; raise ``nodegate.errors.ConfigError``
+    for a bad setting: a usage error, exit 4), on an xdist worker when a site check first
+    calls ``node.run()``, and by ``nodegate capture``.
     """
     raise NotImplementedError
 

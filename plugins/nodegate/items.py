@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 from nodegate.engine import LoopThread
 from nodegate.model import CommandResult, CommandSpec, Status, Verdict
+from nodegate.safetext import printable, printable_lines
 from nodegate.stages.registry import checks_by_test
 from nodegate.state import STATE, RunState
 from nodegate.transport.evidence import resolve_evidence
 
 NODE_PARAM = "nodegate_node"
+COLLECTION_USAGE_ERROR = pytest.StashKey[str]()
+USAGE_ERROR_ID = "nodegate-usage-error"  # the parameter of items that cannot be collected
 SITE_PREFIX = "site."
 
 
@@ -30,22 +33,57 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not (uses_check or uses_node):
         return
     state = metafunc.config.stash.get(STATE, None)
-    if state is None:
-        raise pytest.UsageError(
-            f"{metafunc.definition.nodeid}: nodegate checks need --inventory (or the "
-            "nodegate_inventory ini option)"
-        )
-    marks: list[pytest.MarkDecorator] = []
-    if uses_check:
-        entry = checks_by_test().get(metafunc.function.__name__)
-        if entry is None:
-            raise pytest.UsageError(
-                f"{metafunc.definition.nodeid}: {metafunc.function.__name__} is not a registered "
-                "nodegate check (see nodegate.stages.registry)"
-            )
-        marks.append(getattr(pytest.mark, entry[0].name))
+    entry = checks_by_test().get(metafunc.function.__name__) if uses_check else None
+    marks = [getattr(pytest.mark, entry[0].name)] if entry is not None else []
+    if state is None or (uses_check and entry is None):
+        # Said once, as a usage error, when collection ends: raised here, pytest would print
+        # a collection error with a traceback for every module.
+        nodeid = metafunc.definition.nodeid
+        metafunc.config.stash.setdefault(COLLECTION_USAGE_ERROR, _usage_message(state, nodeid))
+        metafunc.parametrize(NODE_PARAM, [pytest.param(None, id=USAGE_ERROR_ID, marks=marks)])
+        return
     params = [pytest.param(n.name, id=n.name, marks=marks) for n in state.nodes]
     metafunc.parametrize(NODE_PARAM, params)
+
+
+def _usage_message(state: RunState | None, nodeid: str) -> str:
+    """Why the item `nodeid` (without its parameter) cannot be collected."""
+    if state is None:
+        return (
+            f"nodegate: --inventory: missing; {nodeid} needs the nodes to qualify (a nodegate "
+            "YAML, Ansible INI or Ansible YAML inventory; ini twin nodegate_inventory)"
+        )
+    func = nodeid.rpartition("::")[2]
+    return (
+        f"nodegate: {nodeid}: {func} is not a registered nodegate check "
+        "(see nodegate.stages.registry)"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A serial run (or the xdist controller, below) stops with the usage error found while
+    collecting; a worker reports its items and lets the controller say it."""
+    message = session.config.stash.get(COLLECTION_USAGE_ERROR, None)
+    if message is not None and not hasattr(session.config, "workerinput"):
+        _stop(session.config, message)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    marker = f"[{USAGE_ERROR_ID}]"
+    bad = next((i for i in ids if i.endswith(marker)), None)
+    if bad is not None:
+        state = node.config.stash.get(STATE, None)
+        _stop(node.config, _usage_message(state, bad.removesuffix(marker)))
+
+
+def _stop(config: pytest.Config, message: str) -> NoReturn:
+    """A usage error once collection has begun: the error line is all the run has to say."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:  # its session summary would only add "no tests ran in 0.02s"
+        config.pluginmanager.unregister(reporter)
+    raise pytest.UsageError(printable(message))
 
 
 def item_key(nodeid: str) -> tuple[str, str] | None:
@@ -83,12 +121,13 @@ class CheckView:
             )
         bad = [v for v in self.verdicts if v.status is not Status.PASS]
         if bad and all(v.status is Status.SKIP for v in bad):
-            pytest.skip(bad[0].message)
+            pytest.skip(printable(bad[0].message))
         if bad:
             pytest.fail("\n".join(_describe(v) for v in bad), pytrace=False)
 
 
 def _describe(v: Verdict) -> str:
+    """A verdict for the pytest/JUnit failure text, node text escaped line by line."""
     parts = [
         f"{v.status.value.upper()} {v.check} {v.node}"
         + (f" [{v.component}]" if v.component else "")
@@ -102,7 +141,18 @@ def _describe(v: Verdict) -> str:
         parts.append(f"  remediation: {v.remediation}")
     for e in v.evidence:
         parts.append(f"  evidence: {e}")
-    return "\n".join(parts)
+    return "\n".join(printable(p) for p in parts)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A site check's failure text may quote node output: escape it like every node text."""
+    report = yield
+    if report.failed and NODE_PARAM in getattr(item, "fixturenames", ()):
+        text = str(report.longrepr)
+        if not all(line.isprintable() for line in text.split("\n")):
+            report.longrepr = printable_lines(text)
+    return report
 
 
 @pytest.fixture

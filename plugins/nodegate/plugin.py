@@ -15,6 +15,7 @@ from nodegate import hookspecs
 from nodegate.controller import XdistController
 from nodegate.errors import ConfigError
 from nodegate.reporting import AdmissionSummary, LatestLink, Recorder
+from nodegate.safetext import printable_lines
 from nodegate.settings import OPTIONS, Settings, build_settings
 from nodegate.stages.registry import STAGE_MARKERS
 from nodegate.state import STATE, build_state
@@ -64,12 +65,17 @@ def pytest_configure(config: pytest.Config) -> None:
         if settings.inventory is None:
             return  # not a nodegate run; a suite that needs one says so at collection
         state = build_state(config, settings, workerinput)
+        if workerinput is None:
+            # Built now, connecting to nothing: a bad ssh_config entry or plugin setting is a
+            # usage error before collection, not an internal error once the run has started.
+            state.transport = state.open_transport()
     except ConfigError as exc:
-        raise pytest.UsageError(f"nodegate: {exc}") from None
+        raise pytest.UsageError(f"nodegate: {printable_lines(exc)}") from None
     config.stash[STATE] = state
     if workerinput is None:
-        state.run_dir.mkdir(parents=True, exist_ok=True)
-        if not config.option.xmlpath:
+        # The run directory is made when the engine starts (`controller`): a usage error or
+        # --collect-only leaves none behind.
+        if not config.option.xmlpath and not config.option.collectonly:
             config.option.xmlpath = str(state.run_dir / "junit.xml")
         pm = config.pluginmanager
         pm.register(Recorder(state), "nodegate-recorder")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from nodegate import bundled
 from nodegate.errors import ConfigError
+from nodegate.names import NAME_RULE, is_name
 
 DEFAULT_FANOUT = 256
 DEFAULT_TRANSPORT = "ssh"
@@ -171,6 +172,15 @@ def _dirs(g: _Given) -> tuple[Path, ...]:
     raise g.bad("one or more directories")
 
 
+def _run_id(g: _Given) -> str | None:
+    """A run id names a directory under --reports-dir: a plain name, never a path."""
+    if g.value is None:
+        return None
+    if not is_name(g.value) or g.value == "latest":
+        raise g.bad(f"a name of {NAME_RULE}, other than 'latest'")
+    return str(g.value)
+
+
 def _transport(g: _Given, known: Collection[str]) -> str:
     name = DEFAULT_TRANSPORT if g.value is None else str(g.value).strip()
     if name not in known:
@@ -218,5 +228,5 @@ def build_settings(
         transport=transport,
         replay_dir=_replay(given("--replay"), transport),
         reports_dir=Path(reports) if reports else bundled.default_reports_dir(rootpath),
-        run_id=_text(given("--run-id")),
+        run_id=_run_id(given("--run-id")),
     )

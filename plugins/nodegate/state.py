@@ -74,10 +74,7 @@ def build_state(config: pytest.Config, settings: Settings, workerinput: Any) -> 
         run_dir = Path(workerinput[WORKER_RUN_DIR])
         run_id = run_dir.name
     else:
-        run_id = settings.run_id or (
-            dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-        )
-        run_dir = settings.reports_dir / run_id
+        run_id, run_dir = _new_run_dir(settings)
     return RunState(
         config,
         settings,
@@ -88,6 +85,22 @@ def build_state(config: pytest.Config, settings: Settings, workerinput: Any) -> 
         run_id,
         workerinput is not None,
     )
+
+
+def _new_run_dir(settings: Settings) -> tuple[str, Path]:
+    """The run's id and directory, which must not exist yet (a run never writes into another's)."""
+    if settings.run_id is not None:
+        run_dir = settings.reports_dir / settings.run_id
+        if run_dir.exists() or run_dir.is_symlink():
+            raise ConfigError(
+                f"--run-id: got {settings.run_id!r}, expected an id not used yet ({run_dir} exists)"
+            )
+        return settings.run_id, run_dir
+    while True:  # the timestamp is per second: a second run in the same second draws again
+        run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+        run_dir = settings.reports_dir / run_id
+        if not run_dir.exists():
+            return run_id, run_dir
 
 
 def now() -> str:

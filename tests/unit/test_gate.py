@@ -97,11 +97,9 @@ def test_schema_rejects_admitted_node_with_reasons():
 
 def test_fold_reasons_groups_nodes():
     vs = all_pass()
-    vs[1] = Verdict(
-        "reach.kernel.version", "gpu1", Status.FAIL, "kernel", message="kernel 5.15.0-91"
-    )
-    vs[3] = Verdict(
-        "reach.kernel.version", "gpu2", Status.FAIL, "kernel", message="kernel 5.15.0-91"
-    )
+    fail = ("reach.kernel.version", Status.FAIL, "kernel", "5.15.0-91", ">= 5.15.0-100")
+    message = "kernel 5.15.0-91, expected >= 5.15.0-100"
+    vs[1] = Verdict(fail[0], "gpu1", *fail[1:], message=message)
+    vs[3] = Verdict(fail[0], "gpu2", *fail[1:], message=message)
     lines = fold_reasons(doc_for(result(*vs)))
-    assert lines == ["gpu[1-2]: reach.kernel.version FAIL [kernel]: kernel 5.15.0-91"]
+    assert lines == [f"gpu[1-2]: reach.kernel.version FAIL [kernel]: {message}"]

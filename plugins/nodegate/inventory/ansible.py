@@ -14,11 +14,42 @@ from nodegate.inventory.ansible_vars import map_vars, var_is_mapped
 from nodegate.inventory.build import Setting, build_inventory, check_name, fail
 from nodegate.inventory.model import Inventory
 from nodegate.inventory.yamlio import check_string_keys
+from nodegate.names import MAX_NODES, check_expression, too_many
 
 _SECTION_RE = re.compile(r"^\[([^\]:\s]+)(?::([^\]\s]*))?\]\s*(?:[#;].*)?$")
 _PORT_RE = re.compile(r"^(?P<host>.+?):(?P<port>\d+)$")
 _GROUP_KEYS = ("children", "hosts", "vars")
 _VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"  # string.ascii_letters
+_BRACKET_RE = re.compile(r"\[([^\]]*)\]")
+
+
+def _bracket_size(body: str) -> int:
+    """Names one [begin:end(:step)] range gives, counted without expanding; 1 if malformed."""
+    bounds = body.split(":")
+    if len(bounds) not in (2, 3):
+        return 1
+    beg, end = bounds[0] or "0", bounds[1]
+    step = int(bounds[2]) if len(bounds) == 3 and bounds[2].isdigit() else 1
+    if beg.isdigit() and end.isdigit():
+        span = int(end) - int(beg)
+    elif beg in _LETTERS and end in _LETTERS and len(beg) == len(end) == 1:
+        span = _LETTERS.index(end) - _LETTERS.index(beg)
+    else:
+        return 1
+    return max(1, span // max(step, 1) + 1)
+
+
+def pattern_size(pattern: str) -> int:
+    """How many names an Ansible host pattern expands to, counted before expanding it.
+
+    >>> pattern_size("gpu[01:32]-ib[a:b]")
+    64
+    """
+    size = 1
+    for body in _BRACKET_RE.findall(pattern):
+        size *= _bracket_size(body)
+    return size
 
 
 def _expand_range(pattern: str) -> list[str]:
@@ -42,11 +73,10 @@ def _expand_range(pattern: str) -> list[str]:
         if int(beg) > int(end):
             raise ValueError(f"range [{body}]: begin > end")
         items = [str(i).zfill(width) for i in range(int(beg), int(end) + 1, step)]
-    elif len(beg) == 1 and len(end) == 1 and beg.isalpha() and end.isalpha():
-        letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"  # string.ascii_letters
-        if letters.index(beg) > letters.index(end):
+    elif beg in _LETTERS and end in _LETTERS and len(beg) == len(end) == 1:
+        if _LETTERS.index(beg) > _LETTERS.index(end):
             raise ValueError(f"range [{body}]: begin > end")
-        items = list(letters[letters.index(beg) : letters.index(end) + 1 : step])
+        items = list(_LETTERS[_LETTERS.index(beg) : _LETTERS.index(end) + 1 : step])
     else:
         raise ValueError(f"range [{body}] must be numeric (01:32) or single letters (a:f)")
     out: list[str] = []
@@ -56,12 +86,16 @@ def _expand_range(pattern: str) -> list[str]:
     return out
 
 
-def expand_host_pattern(pattern: str) -> tuple[list[str], int | None]:
-    """Host names and optional port of an Ansible host pattern ('gpu[01:04]:2222').
+def expand_host_pattern(pattern: str, limit: int = MAX_NODES) -> tuple[list[str], int | None]:
+    """Host names and optional port of an Ansible host pattern ('gpu[01:04]:2222'); a pattern
+    of more than `limit` names is refused before it is expanded.
 
     >>> expand_host_pattern("gpu[1:5:2]")
     (['gpu1', 'gpu3', 'gpu5'], None)
     """
+    size = pattern_size(pattern)
+    if size > limit:
+        raise ValueError(too_many(size, limit, "hosts"))
     port = None
     m = _PORT_RE.match(pattern)
     if m is not None:
@@ -110,8 +144,10 @@ class _Tree:
     def add_hosts(
         self, group: str, pattern: str, variables: dict[str, Setting], where: str
     ) -> None:
+        check_expression(f"{self.source}: {where}", pattern)
         try:
-            names, port = expand_host_pattern(pattern)
+            # Every pattern counts against one limit for the whole inventory.
+            names, port = expand_host_pattern(pattern, MAX_NODES - len(self.host_vars))
         except ValueError as exc:
             raise fail(self.source, where, f"bad host pattern {pattern!r}: {exc}") from None
         if port is not None:
@@ -180,6 +216,7 @@ def _walk(tree: _Tree, name: str, body: object, path: str) -> None:
         if value is not None and not isinstance(value, dict):
             raise fail(tree.source, f"{path}.{key}", f"expected a mapping, got {value!r}")
     for pattern, hvars in (body.get("hosts") or {}).items():
+        check_expression(f"{tree.source}: {path}.hosts", pattern)  # before it is in a key path
         if hvars is not None and not isinstance(hvars, dict):
             raise fail(tree.source, f"{path}.hosts.{pattern}", "host vars must be a mapping")
         where = f"{path}.hosts.{pattern}"

@@ -20,12 +20,11 @@ from nodegate.inventory.model import (
 )
 from nodegate.inventory.sshconfig import SSHConfig
 from nodegate.inventory.sshtokens import check_proxy_jump
+from nodegate.names import check_name as _check_name
 
-# Node, group, label and profile names end up in test ids, file names and command lines.
-NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_WORD_RE = re.compile(r"^[^\s\-][^\s]*$")  # no whitespace; a leading '-' could pass as an option
+# No whitespace or control character; a leading '-' could pass as an option (fullmatch only).
+_WORD_RE = re.compile(r"[^\s\-][^\s\x00-\x1f\x7f]*")
 PATH_KEYS = ("ssh.identity_file", "ssh.ssh_config", "ssh.known_hosts")
-MAX_NODES = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +76,8 @@ def overlay(*flats: Flat) -> Flat:
 
 
 def check_name(source: str, where: str, what: str, name: str) -> None:
-    """Reject names that cannot serve as ids/paths (spaces, '/', leading '-')."""
-    if not NAME_RE.match(name):
-        raise fail(source, where, f"invalid {what} name {name!r} (letters, digits, '_', '.', '-')")
+    """Reject names that cannot serve as ids/paths (spaces, '/', leading '-', newlines)."""
+    _check_name(f"{source}: {where}", what, name)
 
 
 def _text(source: str, s: Setting, key: str) -> str:
@@ -90,7 +88,7 @@ def _text(source: str, s: Setting, key: str) -> str:
 
 def _word(source: str, s: Setting, key: str) -> str:
     value = _text(source, s, key)
-    if not _WORD_RE.match(value):
+    if not _WORD_RE.fullmatch(value):
         raise fail(source, s.where, f"{key} {value!r} must be one word, not starting with '-'")
     return value
 
@@ -199,6 +197,8 @@ def build_inventory(
         raise ConfigError(f"{source}: empty inventory: no nodes defined")
     _check_ssh_configs(source, settings)
     order = sorted(settings, key=natural_key)
+    for group in groups:
+        check_name(source, "groups", "group", group)
     members: dict[str, set[str]] = {g: set(ns) for g, ns in groups.items()}
     members["all"] = set(order)
     node_groups: dict[str, list[str]] = {n: [] for n in order}

@@ -13,7 +13,6 @@ from ClusterShell.NodeUtils import GroupResolver
 from nodegate.errors import ConfigError
 from nodegate.inventory.ansible import load_ansible_ini, load_ansible_yaml
 from nodegate.inventory.build import (
-    MAX_NODES,
     PATH_KEYS,
     Flat,
     Setting,
@@ -27,6 +26,7 @@ from nodegate.inventory.build import (
 from nodegate.inventory.model import Inventory
 from nodegate.inventory.select import StrictGroupSource, UnknownGroupError, fold, parse_nodeset
 from nodegate.inventory.yamlio import check_string_keys, load_yaml, read_text, validate_schema
+from nodegate.names import MAX_NODES, check_expression
 
 _INI_SECTION = re.compile(r"^\s*\[[^\]\s]+\]\s*(?:[#;].*)?$", re.MULTILINE)
 _ANSIBLE_GROUP_KEYS = frozenset({"hosts", "vars", "children"})
@@ -91,18 +91,19 @@ def _flatten(spec: Mapping[str, Any] | None, where: str, base_dir: str) -> Flat:
     return flat
 
 
-def _expand_key(source: str, key: str) -> list[str]:
-    """Node names of one `nodes:` key (a ClusterShell hostlist expression)."""
+def _expand_key(source: str, key: str, limit: int) -> list[str]:
+    """Node names of one `nodes:` key (a ClusterShell hostlist expression), at most `limit`."""
+    check_expression(f"{source}: nodes", key)  # before `key` is shown in a key path
     where = f"{source}: nodes.{key}"
     if "@" in key:
         raise ConfigError(f"{where}: groups cannot define nodes; put @groups under groups:")
     hint = " (nodegate uses gpu[01-32]; gpu[01:32] is Ansible syntax)" if ":" in key else ""
     try:
-        names = parse_nodeset(key, RESOLVER_NOGROUP, where)
+        names = parse_nodeset(key, RESOLVER_NOGROUP, where, limit)
     except ConfigError as exc:
         raise ConfigError(f"{exc}{hint}") from None
-    if not names or len(names) > MAX_NODES:
-        raise ConfigError(f"{where}: expands to {len(names)} nodes (expected 1..{MAX_NODES})")
+    if not names:
+        raise ConfigError(f"{where}: expands to no nodes")
     for name in names:
         check_name(source, f"nodes.{key}", "node", name)
     return names
@@ -157,9 +158,13 @@ def load_nodegate(source: str, doc: Mapping[str, Any]) -> Inventory:
     base_dir = os.path.dirname(os.path.abspath(source))
     defaults = _flatten(doc.get("defaults"), "defaults", base_dir)
     entries: dict[str, list[tuple[str, Flat]]] = {}
+    expanded = 0
     for key, spec in doc["nodes"].items():
         flat = _flatten(spec, f"nodes.{key}", base_dir)
-        for name in _expand_key(source, key):
+        # Every key counts against one limit: many keys of 100,000 nodes each are refused too.
+        names = _expand_key(source, key, MAX_NODES - expanded)
+        expanded += len(names)
+        for name in names:
             entries.setdefault(name, []).append((f"nodes.{key}", flat))
     groups: Mapping[str, Any] = doc.get("groups") or {}
     if "all" in groups:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
@@ -9,8 +10,11 @@ from ClusterShell.NodeUtils import GroupResolver, GroupSource
 from ClusterShell.RangeSet import RangeSetException
 
 from nodegate.errors import ConfigError
+from nodegate.names import MAX_NODES, check_expression, too_many
 
 _OPERATORS = ",!&^"
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+_RANGE = re.compile(r"(\d+)(?:-(\d+))?(?:/(\d+))?")
 
 
 class UnknownGroupError(Exception):
@@ -67,8 +71,38 @@ def make_resolver(groups: Mapping[str, Iterable[str]], all_nodes: Iterable[str])
     return GroupResolver(StrictGroupSource(groups, all_nodes))
 
 
-def parse_nodeset(expr: str, resolver: object, where: str) -> list[str]:
-    """Expand a nodeset expression; ConfigError prefixed by `where` if malformed."""
+def _range_size(text: str) -> int:
+    """Names in one bracket range ('1-64', '7', '1-64/2'); 1 when malformed (ClusterShell says)."""
+    m = _RANGE.fullmatch(text)
+    if m is None:
+        return 1
+    low, high, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
+    return max(0, (high - low) // max(step, 1) + 1)
+
+
+def nodeset_bound(expr: str) -> int:
+    """At most how many names `expr` expands to, counted from its ranges without expanding them
+    (`@group` operands count 1: a group holds nodes already defined).
+
+    >>> nodeset_bound("gpu[001-064],ib[1-4]-[1-2]!gpu003")
+    73
+    """
+    total = 0
+    for _, operand in split_operands(expr):
+        size = 1
+        for body in _BRACKET.findall(operand):
+            size *= sum(_range_size(r) for r in body.split(","))
+        total += size
+    return total
+
+
+def parse_nodeset(expr: str, resolver: object, where: str, limit: int = MAX_NODES) -> list[str]:
+    """Expand a nodeset expression; ConfigError prefixed by `where` if malformed or if it would
+    expand to more than `limit` names (checked before anything is expanded)."""
+    check_expression(where, expr)
+    bound = nodeset_bound(expr)
+    if bound > limit:
+        raise ConfigError(f"{where}: {expr!r} {too_many(bound, limit)}")
     try:
         return [str(n) for n in NodeSet(expr, resolver=resolver)]
     except UnknownGroupError as exc:

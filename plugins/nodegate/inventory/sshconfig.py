@@ -30,6 +30,7 @@ _ONE_ARG = frozenset(
     {"hostname", "user", "port", "identityfile", "proxyjump", "connecttimeout", "hostkeyalias",
      "checkhostip", "hashknownhosts"}
 )  # fmt: skip
+_KEYWORDS = _ONE_ARG | {"host", "match", "include", "stricthostkeychecking", "proxycommand"}
 _YES_NO = {"yes": True, "true": True, "no": False, "false": False}
 _STRICT = {
     "yes": "yes", "true": "yes", "no": "no", "false": "no", "off": "no",
@@ -173,6 +174,24 @@ def _match_conds(args: tuple[str, ...], where: str) -> tuple[_Cond, ...]:
     return tuple(conds)
 
 
+def _checked_line(key: str, keyword: str, rest: str, where: str) -> tuple[str, ...]:
+    """One line's arguments, checked as OpenSSH would (a bad value is an error)."""
+    try:
+        args = tuple(split_args(rest))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if not args:
+        raise ConfigError(f"{where}: no argument after keyword {keyword!r}")
+    if key == "match":
+        _match_conds(args, where)
+    elif key == "include":
+        if token := next((a for a in args if "%" in a), None):
+            raise ConfigError(f"{where}: tokens in Include are not supported: {token!r}")
+    elif key != "host":
+        _check_option(key, args, where)
+    return args
+
+
 class _Parser:
     """Flattens a config and its Includes into blocks in file order."""
 
@@ -196,11 +215,13 @@ class _Parser:
                 continue
             key = m.group(1).lower()
             try:
-                args = tuple(split_args(m.group(2)))
-            except ValueError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
-            if not args:
-                raise ConfigError(f"{where}: no argument after keyword {m.group(1)!r}")
+                args = _checked_line(key, m.group(1), m.group(2), where)
+            except ConfigError:
+                if depth == 0:
+                    raise
+                # An Include may name any file (a key, /etc/shadow): never echo its lines.
+                what = f"bad {m.group(1)} line" if key in _KEYWORDS else "not an ssh_config line"
+                raise ConfigError(f"{where}: {what} (Included file: content not shown)") from None
             if key in ("host", "match", "include") and opts:
                 self.blocks.append(_Block(conds, tuple(opts)))
                 opts = []
@@ -211,7 +232,6 @@ class _Parser:
             elif key == "include":
                 self._include(args, conds, depth, where)
             else:
-                _check_option(key, args, where)
                 opts.append(_Option(key, args, where))
         if opts:
             self.blocks.append(_Block(conds, tuple(opts)))
@@ -222,8 +242,6 @@ class _Parser:
         if depth >= _MAX_INCLUDE_DEPTH:
             raise ConfigError(f"{where}: Include nested too deeply (a loop?)")
         for arg in args:
-            if "%" in arg:
-                raise ConfigError(f"{where}: tokens in Include are not supported: {arg!r}")
             path = os.path.expanduser(arg)
             if not os.path.isabs(path):  # relative to ~/.ssh, as for a user config
                 path = os.path.join(os.path.expanduser("~/.ssh"), path)

@@ -14,9 +14,28 @@ from jsonschema import Draft202012Validator
 
 from nodegate.errors import ConfigError
 
+MAX_YAML_DEPTH = 100  # nesting levels; PyYAML composes recursively (5,000 is a RecursionError)
+
 
 class _StrictSafeLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate mapping keys (PyYAML silently keeps the last one)."""
+    """SafeLoader that rejects duplicate mapping keys (PyYAML silently keeps the last one) and
+    nesting deeper than MAX_YAML_DEPTH."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nested deeper than {MAX_YAML_DEPTH} levels",
+                    self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _construct_mapping(loader: _StrictSafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:

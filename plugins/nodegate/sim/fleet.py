@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from nodegate.errors import ConfigError
+from nodegate.names import check_name
 from nodegate.sim.model import FleetModel, SimNode, load_model
 from nodegate.sim.tools import (
     SimTool,
@@ -153,6 +154,8 @@ class Fleet:
         """Write every file of the fleet (keys, daemons' configs, per-node tools)."""
         if self.running_pids():
             raise ConfigError(f"fleet at {self.root} is running; stop it first")
+        for n in model.nodes:  # each name becomes a directory and ssh_config/known_hosts lines
+            check_name(f"{model.source}: nodes", "node", n.name)
         if self.root.exists():
             shutil.rmtree(self.root)
         # Not 22: a host sshd listening on 0.0.0.0:22 would collide with the loopback addresses.

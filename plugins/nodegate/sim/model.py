@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+from ClusterShell.NodeSet import RESOLVER_NOGROUP
 
 from nodegate.errors import ConfigError
+from nodegate.inventory.select import parse_nodeset
 from nodegate.inventory.yamlio import load_yaml
+from nodegate.names import check_name
 
 # Faults the transport layer and dispatcher implement; tool providers add their own kinds.
 TRANSPORT_FAULTS = {
@@ -79,10 +81,12 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
 
 
 def _nodeset(expr: Any, where: str) -> list[str]:
-    try:
-        return list(NodeSet(str(expr)))
-    except NodeSetParseError as exc:
-        raise ConfigError(f"{where}: bad hostlist expression {expr!r}: {exc}") from None
+    """Node names of a hostlist expression, each a valid node name (it names a directory, an
+    ssh_config Host and a known_hosts entry), bounded before it is expanded."""
+    names = parse_nodeset(str(expr), RESOLVER_NOGROUP, where)
+    for name in names:
+        check_name(where, "node", name)
+    return names
 
 
 def address_for(subnet: str, index: int) -> str:

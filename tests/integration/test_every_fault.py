@@ -1,0 +1,116 @@
+"""Every simulated fault kind at once, all stages, over real SSH: every FAIL reason states what
+was expected, its terminal line shows observed and expected, and nothing a node prints (a
+hostile PRETTY_NAME, garbage output) reaches the terminal unescaped."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from ClusterShell.NodeSet import NodeSet
+from nodegate.sim.tools import known_faults
+
+from tests.integration.conftest import base_model
+
+pytestmark = pytest.mark.integration
+
+FAULTS: dict[str, list[Any]] = {
+    "gpu002": ["hostkey_changed"],
+    "gpu003": ["hostkey_unknown"],
+    "gpu004": [{"slow": "1"}],
+    "gpu005": [{"garbage": "nvidia-smi"}],
+    "gpu006": [{"missing": "lspci"}],
+    "gpu007": ["gpu_missing"],
+    "gpu008": ["gpu_pcie_x8"],
+    "gpu009": ["gpu_pcie_gen4"],
+    "gpu010": [{"xid": "79"}],
+    "gpu011": ["ecc_dbe"],
+    "gpu012": ["remap_pending"],
+    "gpu013": ["nvlink_down"],
+    "gpu014": ["fabricmanager_stopped"],
+    "gpu015": ["hw_slowdown"],
+    "gpu016": ["dcgm_fail"],
+    "gpu017": ["hca_missing"],
+    "gpu018": ["hca_old_firmware"],
+    "gpu019": ["hca_port_down"],
+    "gpu020": ["hca_port_2x"],
+    "gpu021": ["hca_port_hdr"],
+    "gpu022": ["hca_symbol_errors"],
+    "gpu023": ["hca_pcie_x8"],
+    "gpu024": ["peermem_missing"],
+    "gpu025": ["hca_high_ber"],
+    "gpu026": ["hca_module_fault"],
+    "gpu027": ["unreachable"],
+    "gpu028": ["auth_refused"],
+    "gpu029": [{"hang": "uname"}],
+    "gpu030": [{"missing": "ofed_info"}],
+    "gpu033": [{"slow_rail": "3"}],
+    "gpu034": ["slow_node"],
+    "gpu035": ["server_hang"],
+    "gpu036": ["client_refused"],
+    "gpu037": ["qp_error"],
+    "gpu041": [{"bad_link": "leaf06"}],
+    "gpu042": [{"garbage": "cat"}],
+}
+# Erase the line above and paint a fake verdict, set the title, write the clipboard (OSC 52).
+HOSTILE = "Rocky 9\x1b[1A\x1b[2Kgpu031 admitted\x1b]0;owned\x07\x1b]52;c;cm0gLXJmIH4=\x07"
+OVERRIDES = {
+    "gpu031": {"os": {"ID": "rocky", "VERSION_ID": "9.3", "PRETTY_NAME": HOSTILE}},
+    "gpu032": {"gpu_model": "h200-sxm-141gb"},
+    "gpu038": {"kernel": "5.15.0-91-generic"},
+    "gpu039": {"nvidia_driver": "525.147.05"},
+    "gpu040": {"ofed": "5.8-1.0.1.1"},
+}
+FAILING = {
+    *("reach.ssh", "reach.os.release", "reach.kernel.uniform", "reach.driver.version"),
+    *("reach.driver.uniform", "reach.ofed.version", "reach.ofed.uniform", "gpu.count"),
+    *("gpu.model", "gpu.driver", "pcie.gpu.gen", "pcie.gpu.width", "gpu.ecc.uncorrectable"),
+    *("gpu.remap", "gpu.xid", "gpu.nvlink", "gpu.fabric", "gpu.clocks", "gpu.dcgm"),
+    *("hca.count", "hca.firmware.version", "hca.firmware.uniform", "hca.port.state"),
+    *("hca.port.width", "hca.port.speed", "hca.port.rate", "hca.pcie.width"),
+    *("hca.counters.errors", "hca.link.ber", "hca.gpudirect", "ib_pairs.rail.bandwidth"),
+}
+LINE = re.compile(r"^  (\S+): (\S+) FAIL \[(.*?)\]: (.*)$")
+CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def shows(line: str, value: Any) -> bool:
+    """`value` is on `line` as itself (an expected 0 is not shown by a PID 18750)."""
+    text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    head = r"(?<![\d.])" if text[:1].isdigit() else ""
+    tail = r"(?!\.?\d)" if text[-1:].isdigit() else ""
+    return re.search(head + re.escape(text) + tail, line) is not None
+
+
+def test_every_fail_reason_shows_observed_and_expected(sim_fleet: Any) -> None:
+    kinds = {f if isinstance(f, str) else next(iter(f)) for fs in FAULTS.values() for f in fs}
+    assert kinds == set(known_faults())  # a new fault kind is added here too
+    run = sim_fleet(base_model(48, faults=FAULTS, overrides=OVERRIDES)).run(timeout=600)
+    assert run.rc == 1, run.stdout[-3000:]
+    assert CONTROL.search(run.stdout) is None
+    summary = run.stdout.split("= nodegate admission =")[1].split("\nadmission: ")[0]
+    lines: dict[tuple[str, str, str], list[str]] = {}
+    for line in summary.splitlines():
+        if m := LINE.match(line):
+            for node in NodeSet(m[1]):
+                lines.setdefault((str(node), m[2], m[3]), []).append(line)
+    fails = [
+        (node, r)
+        for node, d in run.admission["nodes"].items()
+        for r in d["reasons"]
+        if r["status"] == "fail"
+    ]
+    # Every check a fault fails. ib_pairs.cleanup may join them: the simulated nodes share this
+    # machine, so its stray-process check also sees another run's ib_write_bw.
+    assert {r["check"] for _, r in fails} - {"ib_pairs.cleanup"} == FAILING
+    for node, r in fails:
+        assert r["expected"] is not None, (node, r)
+        found = lines.get((node, r["check"], r["component"]), [])
+        ok = [ln for ln in found if shows(ln, r["observed"]) and shows(ln, r["expected"])]
+        assert ok, (node, r, found)
+    escaped = "Rocky 9\\x1b[1A\\x1b[2Kgpu031 admitted\\x1b]0;owned\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07"
+    assert lines[("gpu031", "reach.os.release", "os")] == [
+        f"  gpu031: reach.os.release FAIL [os]: {escaped} "
+        "(observed rocky 9.3, expected ID in ['ubuntu'], VERSION_ID in ['22.04', '24.04'])"
+    ]
