@@ -14,6 +14,7 @@ import pytest
 from nodegate import hookspecs
 from nodegate.controller import XdistController
 from nodegate.errors import ConfigError
+from nodegate.interrupts import InterruptGuard
 from nodegate.reporting import AdmissionSummary, LatestLink, Recorder
 from nodegate.settings import OPTIONS, Settings, build_settings
 from nodegate.stages.registry import STAGE_MARKERS
@@ -27,6 +28,8 @@ pytest_plugins = (
     "nodegate.controller",
     "nodegate.reporting",
 )
+
+GUARD = pytest.StashKey[InterruptGuard]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -68,6 +71,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"nodegate: {exc}") from None
     config.stash[STATE] = state
     if workerinput is None:
+        # Ctrl-C and SIGTERM: the run cleans up and writes its reports (nodegate.interrupts).
+        config.stash[GUARD] = InterruptGuard()
+        config.stash[GUARD].install()
         state.run_dir.mkdir(parents=True, exist_ok=True)
         if not config.option.xmlpath:
             config.option.xmlpath = str(state.run_dir / "junit.xml")
@@ -77,3 +83,9 @@ def pytest_configure(config: pytest.Config) -> None:
         pm.register(LatestLink(), "nodegate-latest-link")
         if pm.hasplugin("xdist"):
             pm.register(XdistController(state), "nodegate-xdist-controller")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    guard = config.stash.get(GUARD, None)
+    if guard is not None:
+        guard.uninstall()
