@@ -30,14 +30,15 @@ class Recorder:
         self.state = state
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
+            return  # not the item's outcome
         self.state.reported.add(report.nodeid)
         key = item_key(report.nodeid)
         if key is None:
             return
-        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-            self.state.item_outcomes[key] = report.outcome
-            if key[0].startswith(SITE_PREFIX):
-                self.state.site_verdicts.append(_site_verdict(key, report))
+        self.state.item_outcomes[key] = report.outcome
+        if key[0].startswith(SITE_PREFIX):
+            self.state.site_verdicts.append(_site_verdict(key, report))
 
 
 def _site_verdict(key: tuple[str, str], report: pytest.TestReport) -> Verdict:
