@@ -60,6 +60,19 @@ def cmd_sim(args: argparse.Namespace) -> int:
     return 0
 
 
+class _RunDir:
+    """The demo's own `pytest_nodegate_admission` consumer: where this run's reports are."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+
+    def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
+        self.path = run_dir
+
+
+DEMO_EXITS = {0: "all admitted", 1: "some nodes rejected", 2: "interrupted"}
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Start a simulated fleet with faults, qualify it over real SSH, stop it."""
     import pytest
@@ -71,10 +84,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     reports_dir = bundled.default_reports_dir(Path.cwd())
     fleet = build_fleet(model, root, subnet=args.subnet)
     print(f"nodegate demo: simulated fleet from {model} -> {fleet.root}")
-    fleet.start()
-    st = fleet.status()
-    print(f"  {st.nodes} nodes, {st.running} sshd daemons, {st.listening} addresses listening")
+    run_dir = _RunDir()
     try:
+        fleet.start()
+        st = fleet.status()
+        print(f"  {st.nodes} nodes, {st.running} sshd daemons, {st.listening} addresses listening")
         pytest_args = [
             *bundled.suite_args(),
             f"--inventory={fleet.root / 'inventory.yaml'}",
@@ -92,17 +106,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
             *args.pytest_args,
         ]
         print("  pytest " + " ".join(pytest_args), flush=True)
-        rc = int(pytest.main(pytest_args))
+        rc = int(pytest.main(pytest_args, plugins=[run_dir]))
     finally:
         if not args.keep:
             fleet.stop()
             print(f"fleet stopped ({fleet.root})")
         else:
             print(f"fleet left running; stop it with: nodegate sim stop --dir {fleet.root}")
-    reports = reports_dir / "latest"
-    if reports.exists():
-        print(f"reports: {reports.resolve()}  (admission.json, junit.xml, verdicts.json, raw/)")
-    print(f"exit code {rc} ({ {0: 'all admitted', 1: 'some nodes rejected'}.get(rc, 'error') })")
+    # This run's directory (reports/latest stays on the last complete run when interrupted).
+    if run_dir.path is not None:
+        print(f"reports: {run_dir.path}  (admission.json, junit.xml, verdicts.json, raw/)")
+    print(f"exit code {rc} ({DEMO_EXITS.get(rc, 'error')})")
     return rc
 
 
@@ -261,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"nodegate: {printable_lines(exc)}", file=sys.stderr)
         return 4
+    except KeyboardInterrupt:
+        print("nodegate: interrupted", file=sys.stderr)
+        return 2  # README "Exit codes"
 
 
 if __name__ == "__main__":

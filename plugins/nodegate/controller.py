@@ -18,6 +18,10 @@ from nodegate.safetext import printable
 from nodegate.stages.base import StageOptions
 from nodegate.state import STATE, WORKER_RUN_DIR, RunState, now
 
+# What an interrupted run was doing, when not a stage (admission.json `interrupted`).
+STARTING = "the start of the stages"
+ITEMS = "the test items"
+
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     state = session.config.stash.get(STATE, None)
@@ -36,7 +40,8 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
     if state.ran:
         return
     state.ran = True
-    keys = [k for k in (item_key(n) for n in nodeids) if k is not None]
+    state.nodeids = list(nodeids)
+    keys = [k for k in (item_key(n) for n in state.nodeids) if k is not None]
     state.selected = keys
     engine_keys = [k for k in keys if not k[0].startswith(SITE_PREFIX)]
     state.started_at = now()
@@ -52,7 +57,18 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
         state.run_dir,
         options=StageOptions(fanout=state.settings.fanout, log=_progress_log(state.config)),
     )
-    state.result = state.loop.call(engine.run(engine_keys))
+    try:
+        state.result = state.loop.call(engine.run(engine_keys))
+    except KeyboardInterrupt:
+        # The running stage was cancelled and has killed what it started; keep what the
+        # stages before it measured, say where the run stopped, and end the session as
+        # interrupted (exit 2): no item runs, the gate rejects every node.
+        state.result = engine.result
+        state.result.interrupted = state.result.interrupted or STARTING
+        state.result.write(state.run_dir)
+        raise pytest.Session.Interrupted(
+            f"nodegate: run interrupted during {state.result.interrupted}"
+        ) from None
     state.result.write(state.run_dir)
 
 

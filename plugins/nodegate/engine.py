@@ -5,6 +5,7 @@ connections for the whole run. Runs once on the pytest controller; xdist workers
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -24,6 +25,7 @@ from nodegate.transport.base import Transport
 T = TypeVar("T")
 VERDICTS_FILE = "verdicts.json"
 CANCEL_GRACE_S = 60.0  # how long an interrupted run may take to clean up
+STOP_GRACE_S = 5.0  # how long tasks still pending when the loop stops may take to end
 
 
 class LoopThread:
@@ -56,11 +58,25 @@ class LoopThread:
             raise
 
     def stop(self) -> None:
+        """Cancel what is still pending, let it finish (bounded), then stop and close the loop:
+        a task left pending on a closed loop is reported at exit ("Task was destroyed")."""
         if self.loop.is_running():
+            fut = asyncio.run_coroutine_threadsafe(_cancel_pending(), self.loop)
+            with contextlib.suppress(Exception):  # its own wait is bounded; this is a backstop
+                fut.result(STOP_GRACE_S + 1)
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(5)
         if not self.loop.is_running():
             self.loop.close()
+
+
+async def _cancel_pending() -> None:
+    me = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not me and not t.done()]
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=STOP_GRACE_S)
 
 
 @dataclass
@@ -71,6 +87,7 @@ class RunResult:
     stages_run: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     connections: int = 0
+    interrupted: str | None = None  # the stage running when the run was interrupted
 
     def add(self, v: Verdict) -> None:
         self.verdicts.setdefault((v.check, v.node), []).append(v)
@@ -83,6 +100,7 @@ class RunResult:
             "stages_run": self.stages_run,
             "timings_s": self.timings,
             "connections": self.connections,
+            **({"interrupted_during": self.interrupted} if self.interrupted else {}),
             "verdicts": [v.to_json() for vs in self.verdicts.values() for v in vs],
         }
 
@@ -98,6 +116,7 @@ class RunResult:
             stages_run=list(doc["stages_run"]),
             timings=dict(doc["timings_s"]),
             connections=int(doc.get("connections", 0)),
+            interrupted=doc.get("interrupted_during"),
         )
         for d in doc["verdicts"]:
             r.add(Verdict.from_json(d))
@@ -122,13 +141,14 @@ class Engine:
         self.run_dir = run_dir
         self.stages = list(stages)
         self.options = options or StageOptions()
+        self.result = RunResult()  # filled as the stages end: what an interrupted run measured
 
     async def run(self, selected: Iterable[tuple[str, str]]) -> RunResult:
         """`selected`: (check id, node) pairs; a stage runs for the nodes it has items for."""
         want: dict[str, set[str]] = {}
         for check, node in selected:
             want.setdefault(check, set()).add(node)
-        result = RunResult()
+        result = self.result = RunResult()
         blocked: dict[str, str] = {}  # node -> why it is out of active stages
         for stage in self.stages:
             stage_nodes = set().union(*(want.get(c.id, set()) for c in stage.checks))
@@ -155,6 +175,9 @@ class Engine:
                 )
                 try:
                     verdicts = await stage.run(ctx)
+                except asyncio.CancelledError:
+                    result.interrupted = stage.name  # the stage has cleaned up: say where
+                    raise
                 except Exception as exc:  # noqa: BLE001 - a stage bug must not lose the run
                     why = f"stage {stage.name} failed: {type(exc).__name__}: {exc}"
                     verdicts = [

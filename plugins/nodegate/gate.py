@@ -16,6 +16,7 @@ from nodegate.engine import RunResult
 from nodegate.model import Status
 
 ADMISSION_FILE = "admission.json"
+INTERRUPTED_CHECK = "run.interrupted"  # the reason every node of an interrupted run carries
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +67,19 @@ def decide(
     profiles: Mapping[str, str | None],
     labels: Mapping[str, Mapping[str, str]],
     item_outcomes: Mapping[tuple[str, str], str] | None = None,
+    interrupted: str | None = None,
 ) -> dict[str, NodeDecision]:
     """Per node decision. `item_outcomes`: pytest outcome per (check, node) item, when known;
-    an item selected but never reported (crash, -x, interrupt) counts as not run."""
+    an item selected but never reported (crash, -x, interrupt) counts as not run.
+
+    `interrupted` (what the run was doing when it was interrupted) rejects every node of
+    `profiles` with that one reason, besides what was measured to fail; the checks it left
+    unfinished are not listed one by one.
+    """
+    if interrupted is not None:
+        return _interrupted(
+            decide(selected, result, profiles, labels, item_outcomes), interrupted, profiles, labels
+        )
     decisions: dict[str, NodeDecision] = {}
     for check, node in selected:
         d = decisions.get(node)
@@ -112,6 +123,20 @@ def decide(
                 continue
         if not bad:
             d.checks_passed += 1
+    return decisions
+
+
+def _interrupted(
+    decisions: dict[str, NodeDecision],
+    during: str,
+    profiles: Mapping[str, str | None],
+    labels: Mapping[str, Mapping[str, str]],
+) -> dict[str, NodeDecision]:
+    """Every node rejected for the interrupt, keeping what was measured to fail."""
+    why = Reason(INTERRUPTED_CHECK, "not_run", "", None, None, f"run interrupted during {during}")
+    for node in profiles:
+        d = decisions.setdefault(node, NodeDecision(node, profiles[node], labels.get(node, {})))
+        d.reasons = [why] + [r for r in d.reasons if r.status != "not_run"]
     return decisions
 
 

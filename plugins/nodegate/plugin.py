@@ -14,6 +14,7 @@ import pytest
 from nodegate import hookspecs
 from nodegate.controller import XdistController
 from nodegate.errors import ConfigError
+from nodegate.interrupts import InterruptGuard
 from nodegate.reporting import AdmissionSummary, LatestLink, Recorder
 from nodegate.safetext import printable_lines
 from nodegate.settings import OPTIONS, Settings, build_settings
@@ -28,6 +29,8 @@ pytest_plugins = (
     "nodegate.controller",
     "nodegate.reporting",
 )
+
+GUARD = pytest.StashKey[InterruptGuard]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -73,6 +76,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"nodegate: {printable_lines(exc)}") from None
     config.stash[STATE] = state
     if workerinput is None:
+        # Ctrl-C and SIGTERM: the run cleans up and writes its reports (nodegate.interrupts).
+        config.stash[GUARD] = InterruptGuard()
+        config.stash[GUARD].install()
         # The run directory is made when the engine starts (`controller`): a usage error or
         # --collect-only leaves none behind.
         if not config.option.xmlpath and not config.option.collectonly:
@@ -83,3 +89,9 @@ def pytest_configure(config: pytest.Config) -> None:
         pm.register(LatestLink(), "nodegate-latest-link")
         if pm.hasplugin("xdist"):
             pm.register(XdistController(state), "nodegate-xdist-controller")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    guard = config.stash.get(GUARD, None)
+    if guard is not None:
+        guard.uninstall()

@@ -88,8 +88,9 @@ def summary_lines(doc: Mapping[str, Any], admission_path: str) -> list[str]:
     s = doc["summary"]
     admitted = [n for n, d in doc["nodes"].items() if d["admitted"]]
     rejected = [n for n, d in doc["nodes"].items() if not d["admitted"]]
+    during = f" INTERRUPTED during {doc['interrupted']}:" if doc.get("interrupted") else ""
     lines = [
-        f"nodegate run {doc['run_id']}: {s['nodes']} nodes, {s['admitted']} admitted, "
+        f"nodegate run {doc['run_id']}:{during} {s['nodes']} nodes, {s['admitted']} admitted, "
         f"{s['rejected']} rejected (stages: {', '.join(doc['stages']) or 'none'})",
     ]
     if admitted:

@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.junitxml import xml_key
 
+from nodegate.controller import ITEMS, STARTING
+from nodegate.engine import RunResult
 from nodegate.gate import ADMISSION_FILE, admission_doc, decide, write_admission
 from nodegate.items import SITE_PREFIX, item_key
 from nodegate.model import Status, Verdict
@@ -27,13 +30,15 @@ class Recorder:
         self.state = state
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
+            return  # not the item's outcome
+        self.state.reported.add(report.nodeid)
         key = item_key(report.nodeid)
         if key is None:
             return
-        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-            self.state.item_outcomes[key] = report.outcome
-            if key[0].startswith(SITE_PREFIX):
-                self.state.site_verdicts.append(_site_verdict(key, report))
+        self.state.item_outcomes[key] = report.outcome
+        if key[0].startswith(SITE_PREFIX):
+            self.state.site_verdicts.append(_site_verdict(key, report))
 
 
 def _site_verdict(key: tuple[str, str], report: pytest.TestReport) -> Verdict:
@@ -50,19 +55,27 @@ def _site_verdict(key: tuple[str, str], report: pytest.TestReport) -> Verdict:
     return Verdict(key[0], key[1], status, "site", report.outcome, "passed", message=msg)
 
 
+@pytest.hookimpl(tryfirst=True)  # before junitxml writes junit.xml: it gets the unrun items
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(STATE, None)
     if state is None or state.is_worker:
         return
     try:
-        if state.ran and state.result is not None:
+        if state.ran:
+            result = state.result = state.result or RunResult(interrupted=STARTING)
+            if result.interrupted is None and exitstatus == pytest.ExitCode.INTERRUPTED:
+                result.interrupted = ITEMS
             for v in state.site_verdicts:
-                state.result.add(v)
+                result.add(v)
             # Final state of the run: site checks' verdicts and every connection opened.
-            state.result.connections = getattr(state.transport, "connections_opened", 0)
-            state.result.write(state.run_dir)
-            doc = _admission(state)
+            result.connections = getattr(state.transport, "connections_opened", 0)
+            result.write(state.run_dir)
+            doc = _admission(state, result)
             write_admission(state.run_dir, doc)
+            if result.interrupted is not None:
+                _junit_not_run(
+                    session.config, state, f"run interrupted during {result.interrupted}"
+                )
             if doc["summary"]["rejected"] and session.exitstatus == EXIT_ADMITTED:
                 session.exitstatus = EXIT_REJECTED
             session.config.hook.pytest_nodegate_admission(doc=doc, run_dir=state.run_dir)
@@ -73,14 +86,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             state.loop.stop()
 
 
-def _admission(state: RunState) -> dict[str, Any]:
-    assert state.result is not None
+def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
     decisions = decide(
         state.selected,
-        state.result,
+        result,
         {n: p.name for n, p in state.profiles.items()},
         {n.name: dict(n.labels) for n in state.nodes},
         state.item_outcomes,
+        result.interrupted,
     )
     meta = {
         "run_id": state.run_id,
@@ -88,11 +101,26 @@ def _admission(state: RunState) -> dict[str, Any]:
         "finished_at": now(),
         "inventory": state.inventory.source,
         "transport": state.settings.transport,
-        "stages": state.result.stages_run,
+        "stages": result.stages_run,
+        **({"interrupted": result.interrupted} if result.interrupted else {}),
     }
     return admission_doc(
         decisions, [n.name for n in state.nodes], meta, (c for c, _ in state.selected)
     )
+
+
+def _junit_not_run(config: pytest.Config, state: RunState, why: str) -> None:
+    """Items that never reported go into junit.xml as errors, so that an interrupted run's
+    file cannot read as an empty success (`tests="0" failures="0"`)."""
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    for nodeid in (n for n in state.nodeids if n not in state.reported):
+        where = (nodeid.partition("::")[0], None, nodeid)
+        error = pytest.TestReport(nodeid, where, {}, "failed", f"not run: {why}", "setup")
+        done = pytest.TestReport(nodeid, where, {}, "passed", None, "teardown")
+        xml.pytest_runtest_logreport(error)
+        xml.pytest_runtest_logreport(done)
 
 
 class AdmissionSummary:
@@ -115,10 +143,13 @@ class AdmissionSummary:
 
 
 class LatestLink:
-    """`reports/latest` -> the newest run directory (a `pytest_nodegate_admission` consumer)."""
+    """`reports/latest` -> the newest complete run directory (a `pytest_nodegate_admission`
+    consumer); an interrupted run leaves it where it was."""
 
     @pytest.hookimpl
     def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
+        if doc.get("interrupted"):
+            return
         link = run_dir.parent / "latest"
         try:
             if link.is_symlink() or link.exists():

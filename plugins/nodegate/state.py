@@ -40,6 +40,8 @@ class RunState:
     result: RunResult | None = None
     selected: list[tuple[str, str]] = field(default_factory=list)
     item_outcomes: dict[tuple[str, str], str] = field(default_factory=dict)
+    nodeids: list[str] = field(default_factory=list)  # the items the engine ran for
+    reported: set[str] = field(default_factory=set)  # the items that reported an outcome
     site_verdicts: list[Verdict] = field(default_factory=list)
     ran: bool = False
 

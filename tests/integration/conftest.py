@@ -75,6 +75,21 @@ class SimFleet:
         tests: Path | None = None,
     ) -> Run:
         """`pytest suites --inventory <fleet>` in a subprocess, as an operator runs it."""
+        cmd, run_dir = self._command(args, inventory, tests)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.tmp)
+        return Run(p.returncode, p.stdout + p.stderr, run_dir)
+
+    def start(self, *args: str) -> tuple[subprocess.Popen[str], Path]:
+        """The same run, started and left running (to be signalled); output on its stdout."""
+        cmd, run_dir = self._command(args, None, None)
+        p = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=self.tmp
+        )
+        return p, run_dir
+
+    def _command(
+        self, args: tuple[str, ...], inventory: Path | None, tests: Path | None
+    ) -> tuple[list[str], Path]:
         run_id = f"t{next(_subnets)}-{os.getpid()}"
         reports = self.tmp / "reports"
         cmd = [
@@ -91,8 +106,7 @@ class SimFleet:
             f"--rootdir={REPO}",
             *args,
         ]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.tmp)
-        return Run(p.returncode, p.stdout + p.stderr, reports / run_id)
+        return cmd, reports / run_id
 
 
 @pytest.fixture

@@ -136,3 +136,45 @@ def test_one_factory_builds_the_builtin_transports(inv, tmp_path):
     assert str(exc.value) == (
         "--transport: got 'carrier-pigeon', expected one of local, replay, ssh"
     )
+
+
+class FakeFleet:
+    """Stands in for a started simulated fleet (the demo's fleet calls only)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def start(self) -> None:
+        pass
+
+    def status(self) -> object:
+        return argparse.Namespace(nodes=2, running=1, listening=2)
+
+    def stop(self) -> int:
+        return 1
+
+
+def test_an_interrupted_demo_prints_its_own_run_directory(tmp_path, monkeypatch, capsys):
+    # reports/latest stays on the last complete run when a run is interrupted: the demo
+    # names the run it started, not that one.
+    import nodegate.sim.fleet
+
+    monkeypatch.chdir(tmp_path)
+    reports = bundled.default_reports_dir(tmp_path)
+    (reports / "old").mkdir(parents=True)
+    (reports / "latest").symlink_to("old")
+    this_run = (reports / "new").resolve()
+    monkeypatch.setattr(nodegate.sim.fleet, "build_fleet", lambda m, root, subnet: FakeFleet(root))
+
+    def interrupted(args: list[str], plugins: tuple[object, ...] = ()) -> int:
+        for p in plugins:
+            p.pytest_nodegate_admission(doc={"interrupted": "ib_pairs"}, run_dir=this_run)
+        return 2
+
+    monkeypatch.setattr(pytest, "main", interrupted)
+    assert cli.main(["demo", "--dir", str(tmp_path / "fleet")]) == 2
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2:] == [
+        f"reports: {this_run}  (admission.json, junit.xml, verdicts.json, raw/)",
+        "exit code 2 (interrupted)",
+    ]

@@ -68,7 +68,7 @@ def test_active_processes_share_the_passive_document_shape(tmp_path: Path) -> No
     peer = EvidenceWriter.ref("gpu002", "ib_pairs", "r1b-rail3-gpu001-to-gpu002")
     server = ProcessRecord(
         "r1b-rail3-gpu001-to-gpu002", "ib_write_bw -d mlx5_3", 0, "BW average 386\n", "", 1.5,
-        False, False, 4242, "server", ROUND, {"rail": 3}, (peer,),
+        False, False, 4242, "server", ROUND, {"rail": 3}, (peer,), tag="@@5eed-pid",
     )  # fmt: skip
     w.record_processes("ib_pairs", "gpu001", [server])
     doc = json.loads((tmp_path / "raw" / "gpu001" / "ib_pairs.json").read_text())
@@ -83,6 +83,6 @@ def test_active_processes_share_the_passive_document_shape(tmp_path: Path) -> No
     assert got == {
         "cmd": "ib_write_bw -d mlx5_3", "rc": 0, "timed_out": False, "duration_s": 1.5,
         "stdout": "BW average 386\n", "stderr": "", "killed": False, "pid": 4242,
-        "started": True, "detail": "", "role": "server", "round": ROUND, "test": {"rail": 3},
-        "peers": ["raw/gpu002/ib_pairs.json#r1b-rail3-gpu001-to-gpu002"],
+        "started": True, "detail": "", "tag": "@@5eed-pid", "role": "server", "round": ROUND,
+        "test": {"rail": 3}, "peers": ["raw/gpu002/ib_pairs.json#r1b-rail3-gpu001-to-gpu002"],
     }  # fmt: skip

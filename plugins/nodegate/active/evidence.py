@@ -28,10 +28,17 @@ def command_id(round_id: RoundId, key: str) -> str:
 class ActiveEvidence(Generic[T]):
     """Process records per node, rewritten after each round; answers verdicts' references."""
 
-    def __init__(self, writer: EvidenceWriter, stage: str, key: Callable[[T], str]) -> None:
+    def __init__(
+        self,
+        writer: EvidenceWriter,
+        stage: str,
+        key: Callable[[T], str],
+        address: Callable[[str], str] | None = None,
+    ) -> None:
         self.writer = writer
         self.stage = stage
         self._key = key  # the campaign's test_key
+        self._address = address  # the transport's address of a node (kept for replays)
         self._records: dict[str, list[ProcessRecord]] = {}
         self._refs: dict[str, list[tuple[str, str]]] = {}  # test id -> [(node, ref)]
         self._dirty: set[str] = set()
@@ -60,7 +67,8 @@ class ActiveEvidence(Generic[T]):
 
     def _write(self, nodes: Sequence[str]) -> None:
         for n in nodes:
-            self.writer.record_processes(self.stage, n, self._records[n])
+            where = None if self._address is None else self._address(n)
+            self.writer.record_processes(self.stage, n, self._records[n], where)
 
     def refs(self, outcome: Outcome[T], node: str) -> tuple[str, ...]:
         """The node's own side(s) of the outcome's test, or every side if it ran none."""
@@ -83,6 +91,7 @@ def _record(
         timed_out=False if r is None else r.timed_out,
         killed=False if r is None else r.killed,
         pid=None if r is None else r.pid,
+        tag="" if r is None else r.tag,
         role=side.role,
         round=round_id.doc(),
         test=test_doc,

@@ -58,7 +58,7 @@ async def run_campaign(stage: ActiveStage[T], c: Campaign[T], ctx: StageContext)
     """The pipeline for one campaign; cleanup runs whatever happens, the stray check after."""
     ledger = ProcessLedger(ctx.transport)
     writer = ctx.transport.evidence or EvidenceWriter(ctx.run_dir / "raw", ctx.transport.name)
-    book: ActiveEvidence[T] = ActiveEvidence(writer, stage.name, c.test_key)
+    book: ActiveEvidence[T] = ActiveEvidence(writer, stage.name, c.test_key, ctx.transport.address)
     out_dir = ctx.run_dir / stage.name
     out_dir.mkdir(parents=True, exist_ok=True)
     opts = ctx.options

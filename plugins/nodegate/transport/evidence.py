@@ -11,8 +11,9 @@ Passive and active stages write the same document: `bundle_version`, node, stage
 capture time, `kind` and `commands` keyed by command id, each with cmd, rc, stdout, stderr,
 duration_s and timed_out. A passive stage's document (kind `session`) also says how its one
 session went (reach, detail, duration_s); an active stage's (kind `processes`) holds the
-processes the stage spawned on the node, each with killed, pid, role, round, the test it
-belonged to and the evidence references of the other processes of that test (`peers`).
+processes the stage spawned on the node, each with killed, pid, spawn tag, role, round, the
+test it belonged to and the evidence references of the other processes of that test (`peers`),
+and the node's address as the transport gave it to other nodes.
 Version 3 added `kind` and the active fields; version 2 bundles (passive) are still read.
 """
 
@@ -53,6 +54,7 @@ class ProcessRecord:
     peers: tuple[str, ...] = ()  # evidence refs of the test's other processes
     started: bool = True
     detail: str = ""
+    tag: str = ""  # its NODEGATE_SPAWN tag: the replay gives it back, so the stray check matches
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -66,6 +68,7 @@ class ProcessRecord:
             "pid": self.pid,
             "started": self.started,
             "detail": self.detail,
+            "tag": self.tag,
             "role": self.role,
             "round": dict(self.round),
             "test": dict(self.test),
@@ -125,8 +128,11 @@ class EvidenceWriter:
         (d / f"{stage}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         return dataclasses.replace(outcome, results=results)
 
-    def record_processes(self, stage: str, node: str, records: Sequence[ProcessRecord]) -> None:
-        """Write (rewrite) the processes an active stage spawned on `node` so far."""
+    def record_processes(
+        self, stage: str, node: str, records: Sequence[ProcessRecord], address: str | None = None
+    ) -> None:
+        """Write (rewrite) the processes an active stage spawned on `node` so far; `address`:
+        where the transport said other nodes reach `node` (what a replay answers)."""
         d = self.root / _safe(node)
         d.mkdir(parents=True, exist_ok=True)
         doc = {
@@ -135,6 +141,7 @@ class EvidenceWriter:
             "node": node,
             "stage": stage,
             "transport": self.transport,
+            **({"address": address} if address is not None else {}),
             "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "commands": {r.id: r.doc() for r in records},
         }

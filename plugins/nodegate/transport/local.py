@@ -16,6 +16,7 @@ from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach
 from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter, capture_reach, read_capture
 from nodegate.transport.process import RemoteProcess, kill_script, wrap
+from nodegate.transport.replay_process import CapturedProcesses
 from nodegate.transport.script import LAUNCHER, StageScript
 
 
@@ -94,7 +95,8 @@ class LocalProcess(RemoteProcess):
 
 
 class ReplayTransport(Transport):
-    """Answers from a captured bundle (any run's raw/ directory); runs nothing."""
+    """Answers from a captured bundle (any run's raw/ directory); runs nothing. Active stages
+    get the processes the captured run spawned (`transport.replay_process`)."""
 
     name = "replay"
 
@@ -103,6 +105,13 @@ class ReplayTransport(Transport):
         self.bundle = Path(bundle)
         if not self.bundle.is_dir():
             raise FileNotFoundError(f"replay bundle {self.bundle} is not a directory")
+        self.processes = CapturedProcesses(self.bundle)
+
+    def address(self, node: str) -> str:
+        return self.processes.address(node) or node
+
+    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+        return self.processes.take(node, cmd, timeout_s)
 
     async def _session(self, node: str, script: StageScript) -> Session:
         raise NotImplementedError  # run_node is overridden: a replay has no script

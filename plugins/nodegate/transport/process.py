@@ -31,6 +31,7 @@ class ProcessResult:
     killed: bool
     duration_s: float
     pid: int | None = None  # the wrapper's PID on the node (what kill() signals)
+    tag: str = ""  # its NODEGATE_SPAWN tag (what the stray check looks for)
 
 
 SPAWN_ENV = "NODEGATE_SPAWN"
@@ -151,6 +152,7 @@ class RemoteProcess(abc.ABC):
             killed=self.killed,
             duration_s=round(time.monotonic() - self.started, 3),
             pid=self.pid,
+            tag=self.tag,
         )
         return self.result
 

@@ -1,0 +1,118 @@
+"""A run interrupted while ib_pairs runs (Ctrl-C, SIGTERM, Ctrl-C twice), then run again.
+
+The interrupted run exits 2 and leaves its reports: admission.json rejects every node for the
+interrupt, verdicts.json holds what the passive stages measured, junit.xml lists every item as
+not run, reports/latest stays on the last complete run, and no ib_write_bw it started is left
+on the fleet, so the immediate re-run admits every node (no port still held by a server).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from nodegate.stages.registry import STAGES
+
+from tests.integration.conftest import SimFleet, base_model
+
+pytestmark = pytest.mark.integration
+
+NODES = [f"gpu{i:03d}" for i in range(1, 9)]
+PASSIVE = ["reach", "pcie_gpu", "hca"]
+WHY = "run interrupted during ib_pairs"
+
+
+def spawned_on(fleet: SimFleet) -> list[str]:
+    """`<pid> <command line>` of the live processes an active stage started on this fleet
+    (their environment carries the spawn tag and one of this fleet's nodes)."""
+    node_env = f"NG_NODE={fleet.fleet.root.resolve()}/".encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            env = (d / "environ").read_bytes().split(b"\0")
+            cmdline = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            continue  # gone, or not ours to read
+        if any(e.startswith(b"NODEGATE_SPAWN=") for e in env) and any(
+            e.startswith(node_env) for e in env
+        ):
+            found.append(f"{d.name} {cmdline}")
+    return found
+
+
+def wait_for_ib_write_bw(fleet: SimFleet, proc: object, timeout_s: float = 180) -> None:
+    """Until the run has ib_write_bw processes up on the fleet (ib_pairs is running)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0]  # type: ignore[attr-defined]
+        if any("ib_write_bw" in p for p in spawned_on(fleet)):
+            return
+        time.sleep(0.02)
+    raise AssertionError("ib_pairs never started an ib_write_bw")
+
+
+@pytest.mark.parametrize(
+    "signals",
+    [[signal.SIGINT], [signal.SIGTERM], [signal.SIGINT, signal.SIGINT]],
+    ids=["ctrl-c", "sigterm", "ctrl-c-twice"],
+)
+def test_interrupted_during_ib_pairs_then_rerun(sim_fleet, signals):
+    fleet = sim_fleet(base_model(8))
+    previous = fleet.run("-m", "reach")
+    assert previous.rc == 0, previous.stdout
+    reports = previous.run_dir.parent
+
+    proc, run_dir = fleet.start()
+    wait_for_ib_write_bw(fleet, proc)
+    for sig in signals:
+        proc.send_signal(sig)
+        time.sleep(0.2)
+    out, _ = proc.communicate(timeout=180)
+    left = spawned_on(fleet)
+
+    assert proc.returncode == 2, out
+    assert left == []
+    assert (reports / "latest").resolve() == previous.run_dir.resolve()
+
+    doc = json.loads((run_dir / "admission.json").read_text())
+    assert (doc["interrupted"], doc["stages"]) == ("ib_pairs", PASSIVE)
+    assert doc["summary"] == {"nodes": 8, "admitted": 0, "rejected": 8}
+    reason = {
+        "check": "run.interrupted", "status": "not_run", "component": "", "observed": None,
+        "expected": None, "unit": None, "message": WHY, "remediation": None, "evidence": [],
+    }  # fmt: skip
+    assert {n: d["reasons"] for n, d in doc["nodes"].items()} == {n: [reason] for n in NODES}
+
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    assert (verdicts["interrupted_during"], verdicts["stages_run"]) == ("ib_pairs", PASSIVE)
+    passive = {c.id for s in STAGES if s.name in PASSIVE for c in s.checks}
+    measured = {(v["check"], v["node"]) for v in verdicts["verdicts"]}
+    assert measured == {(c, n) for c in passive for n in NODES}
+    assert {v["status"] for v in verdicts["verdicts"]} == {"pass"}
+
+    # junit.xml: every item of the run, each an error saying it did not run
+    every_check = {c.id for s in STAGES for c in s.checks if s.name in [*PASSIVE, "ib_pairs"]}
+    total = str(len(NODES) * len(every_check))
+    suite = ET.parse(run_dir / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    assert {k: suite.get(k) for k in ("tests", "errors", "failures", "skipped")} == {
+        "tests": total, "errors": total, "failures": "0", "skipped": "0",
+    }  # fmt: skip
+    assert {e.text for e in suite.iter("error")} == {f"not run: {WHY}"}
+
+    assert "Traceback" not in out and "Task was destroyed" not in out, out
+    assert f"Interrupted: nodegate: {WHY}" in out
+    assert ("nodegate: interrupted again" in out) == (len(signals) > 1), out
+
+    rerun = fleet.run()
+    assert rerun.rc == 0, rerun.stdout
+    assert rerun.admitted() == NODES
+    assert (reports / "latest").resolve() == rerun.run_dir.resolve()
+    items = ET.parse(rerun.run_dir / "junit.xml").getroot().find("testsuite")
+    assert items is not None and items.get("tests") == total
