@@ -43,7 +43,7 @@ from nodegate.stages.base import StageContext, StageOptions
 from nodegate.thresholds import Threshold
 from nodegate.transport.evidence import EvidenceWriter, resolve_evidence
 from nodegate.transport.local import LocalTransport
-from nodegate.transport.process import RemoteProcess
+from nodegate.transport.process import RemoteProcess, SpawnError
 
 NODES = ("n1", "n2", "n3", "n4")
 GOOD = "sleep 0.1; echo value 9"
@@ -251,6 +251,38 @@ def test_tool_error_is_error_and_low_number_is_fail(tmp_path: Path) -> None:
         "n3": (Status.PASS, 9.0, ""),
         "n4": (Status.FAIL, 2.0, ""),
     }
+
+
+class _Refusing(LocalTransport):
+    """n3 cannot be reached: every spawn there fails as an SSH connect would."""
+
+    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+        if node == "n3":
+            raise SpawnError(node, "unreachable", "connection to root@10.0.0.3:22 refused")
+        return await super().spawn(node, cmd, timeout_s)
+
+
+def test_a_node_that_cannot_start_its_side_is_its_error_not_the_stage(tmp_path: Path) -> None:
+    # The toy campaign lets SpawnError through (as any campaign might): the skeleton makes it
+    # that node's error in that test, and sanity never sees a side that did not run.
+    camp = ToyCampaign({"n1": GOOD, "n2": GOOD, "n3": GOOD, "n4": GOOD})
+    ctx = _ctx(tmp_path)
+    ctx.transport = _Refusing(evidence=ctx.transport.evidence)
+    values = _by(asyncio.run(ToyStage(camp).run(ctx)), "toy.value")
+    why = "unreachable: connection to root@10.0.0.3:22 refused"
+    assert {n: (v.status, v.observed, v.message) for n, v in values.items()} == {
+        "n1": (Status.PASS, 9.0, ""),
+        "n2": (Status.PASS, 9.0, ""),
+        "n3": (Status.ERROR, None, why),
+        "n4": (Status.PASS, 9.0, ""),  # alone in round 2, once n3's test said nothing of it
+    }
+    lost = [o for o in camp.localizer.outcomes if o.lost]
+    assert [(o.test.nodes, o.lost) for o in lost] == [
+        (("n3", "n4"), (("n3", why),)),
+        (("n3",), (("n3", why),)),
+    ]
+    rec = resolve_evidence(tmp_path, "raw/n3/toy.json#r1-n3+n4")
+    assert (rec["started"], rec["detail"], rec["role"]) == (False, f"not started: {why}", "spawn")
 
 
 def test_failure_status_rule() -> None:
