@@ -391,6 +391,44 @@ def test_a_launchers_leftovers_are_looked_for_on_its_whole_group(tmp_path: Path)
         os.kill(pid, signal.SIGKILL)
 
 
+class _HalfStarted(ToyCampaign):
+    """Each test's first node runs its process; the others have a side of their own that
+    never started (an ib_write_bw client whose node refused the session)."""
+
+    async def execute(self, test: GroupTest, spawn: Spawner) -> Execution:
+        run = await super().execute(test, spawn)
+        rest = tuple(
+            Side(n, "rank", self.commands[n], None, "not started: refused") for n in test.nodes[1:]
+        )
+        return Execution(run.sides + rest, "refused")
+
+    def sanity(self, test: GroupTest, run: Execution) -> Sanity:
+        return Sanity(None, run.error) if run.error else super().sanity(test, run)
+
+
+def test_a_node_whose_own_side_never_started_is_not_checked_for_its_partners_tags(
+    tmp_path: Path,
+) -> None:
+    # n1's leftover is n1's alone: n2 had a side of its own (it never started), so it is not
+    # a launcher's rank. (Every "node" here shares /proc: checked, n2 would see it too.)
+    escape = "setsid sleep 303 >/dev/null 2>&1 </dev/null & echo value 9"
+    camp = _HalfStarted({"n1": escape, "n2": GOOD, "n3": GOOD, "n4": GOOD}, launcher=True)
+    verdicts = asyncio.run(ToyStage(camp).run(_ctx(tmp_path)))
+    cleanup = _by(verdicts, "toy.cleanup")
+    left = cleanup["n1"].message.removeprefix("still running: ").split("; ")
+    pids = [int(x.split()[0]) for x in left]  # n1 ran in round 1 and, alone, in round 2
+    try:
+        assert {n: (v.status, v.message) for n, v in cleanup.items()} == {
+            "n1": (Status.FAIL, f"still running: {pids[0]} sleep 303; {pids[1]} sleep 303"),
+            "n2": (Status.PASS, "no toy left"),
+            "n3": (Status.PASS, "no toy left"),
+            "n4": (Status.PASS, "no toy left"),
+        }
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_interrupt_in_the_engine_thread_cancels_the_run_and_waits_for_cleanup() -> None:
     loop = LoopThread()
     cleaned: list[str] = []

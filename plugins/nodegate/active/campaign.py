@@ -104,9 +104,10 @@ class Campaign(abc.ABC, Generic[T]):
 
     @abc.abstractmethod
     def test_nodes(self, test: T) -> tuple[str, ...]:
-        """Every node the test holds. A node that ran none of the test's processes (a rank
-        started by mpirun on the launcher's behalf) is checked for the test's processes too:
-        launchers must pass NODEGATE_SPAWN on (`mpirun -x NODEGATE_SPAWN`; srun does)."""
+        """Every node the test holds. A node that ran none of the test's processes and has no
+        side of its own (a rank started by mpirun on the launcher's behalf) is checked for the
+        test's processes too: launchers must pass NODEGATE_SPAWN on (`mpirun -x
+        NODEGATE_SPAWN`; srun does)."""
 
     @abc.abstractmethod
     def test_key(self, test: T) -> str:

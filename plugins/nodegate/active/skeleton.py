@@ -133,7 +133,10 @@ async def run_round(
                 # in this test, never the stage's.
                 why = spawn_failure(exc)
                 run = Execution((Side(exc.node, "spawn", "", None, f"not started: {why}", why),))
-            scope.watch_on(c.test_nodes(t))
+            # Nodes with a side of their own ran (or failed to start) their own process:
+            # only the others (a launcher's ranks) are checked for the test's tags.
+            own = {s.node for s in run.sides}
+            scope.watch_on([n for n in c.test_nodes(t) if n not in own])
             return t, run
 
     groups: dict[Hashable, list[T]] = {}
