@@ -3,8 +3,12 @@ nodes over loopback, planned pairs, localization in at most three rounds."""
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
+import os
+import signal
+from pathlib import Path
 
 import pytest
 from nodegate.transport.evidence import resolve_evidence
@@ -118,11 +122,25 @@ def reasons(run, node) -> list[tuple[str, str, str, str]]:
     )
 
 
+def kill_orphans(fleet, node: str) -> None:
+    """End what a simulated node still runs (a dropped connection's orphans: a server waiting
+    for its client), by PID: the processes whose NG_NODE is that node of this fleet."""
+    (addr,) = [n["address"] for n in fleet.model()["nodes"] if n["name"] == node]
+    mark = f"NG_NODE={fleet.fleet.root}/by-addr/{addr}".encode()
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError):
+            if mark in env.read_bytes().split(b"\0"):
+                os.kill(int(env.parent.name), signal.SIGKILL)
+
+
 def test_a_node_whose_connection_drops_mid_round_rejects_only_itself(sim_fleet):
     # gpu005's sshd session is killed as its first ib_write_bw starts: every read of its
     # processes fails with ConnectionLost, every later spawn and its stray check too.
     fleet = sim_fleet(base_model(16, faults={"gpu005": [{"drop_after": "0"}]}))
-    run = fleet.run(*STAGES)
+    try:
+        run = fleet.run(*STAGES)
+    finally:
+        kill_orphans(fleet, "gpu005")
     assert run.rc == 1, run.stdout
     assert list(run.rejected()) == ["gpu005"]
     lost = "connection to gpu005 lost (ConnectionLost: Connection lost)"
