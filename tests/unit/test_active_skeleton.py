@@ -43,7 +43,7 @@ from nodegate.stages.base import StageContext, StageOptions
 from nodegate.thresholds import Threshold
 from nodegate.transport.evidence import EvidenceWriter, resolve_evidence
 from nodegate.transport.local import LocalTransport
-from nodegate.transport.process import RemoteProcess
+from nodegate.transport.process import RemoteProcess, SpawnError
 
 NODES = ("n1", "n2", "n3", "n4")
 GOOD = "sleep 0.1; echo value 9"
@@ -253,6 +253,38 @@ def test_tool_error_is_error_and_low_number_is_fail(tmp_path: Path) -> None:
     }
 
 
+class _Refusing(LocalTransport):
+    """n3 cannot be reached: every spawn there fails as an SSH connect would."""
+
+    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+        if node == "n3":
+            raise SpawnError(node, "unreachable", "connection to root@10.0.0.3:22 refused")
+        return await super().spawn(node, cmd, timeout_s)
+
+
+def test_a_node_that_cannot_start_its_side_is_its_error_not_the_stage(tmp_path: Path) -> None:
+    # The toy campaign lets SpawnError through (as any campaign might): the skeleton makes it
+    # that node's error in that test, and sanity never sees a side that did not run.
+    camp = ToyCampaign({"n1": GOOD, "n2": GOOD, "n3": GOOD, "n4": GOOD})
+    ctx = _ctx(tmp_path)
+    ctx.transport = _Refusing(evidence=ctx.transport.evidence)
+    values = _by(asyncio.run(ToyStage(camp).run(ctx)), "toy.value")
+    why = "unreachable: connection to root@10.0.0.3:22 refused"
+    assert {n: (v.status, v.observed, v.message) for n, v in values.items()} == {
+        "n1": (Status.PASS, 9.0, ""),
+        "n2": (Status.PASS, 9.0, ""),
+        "n3": (Status.ERROR, None, why),
+        "n4": (Status.PASS, 9.0, ""),  # alone in round 2, once n3's test said nothing of it
+    }
+    lost = [o for o in camp.localizer.outcomes if o.lost]
+    assert [(o.test.nodes, o.lost) for o in lost] == [
+        (("n3", "n4"), (("n3", why),)),
+        (("n3",), (("n3", why),)),
+    ]
+    rec = resolve_evidence(tmp_path, "raw/n3/toy.json#r1-n3+n4")
+    assert (rec["started"], rec["detail"], rec["role"]) == (False, f"not started: {why}", "spawn")
+
+
 def test_failure_status_rule() -> None:
     t = GroupTest(("a",))
     err = Outcome(t, RoundId(1), False, None, "tool failed")
@@ -357,6 +389,44 @@ def test_a_launchers_leftovers_are_looked_for_on_its_whole_group(tmp_path: Path)
         assert [p.node for p in camp.spawned] == ["n1", "n3"]
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+class _HalfStarted(ToyCampaign):
+    """Each test's first node runs its process; the others have a side of their own that
+    never started (an ib_write_bw client whose node refused the session)."""
+
+    async def execute(self, test: GroupTest, spawn: Spawner) -> Execution:
+        run = await super().execute(test, spawn)
+        rest = tuple(
+            Side(n, "rank", self.commands[n], None, "not started: refused") for n in test.nodes[1:]
+        )
+        return Execution(run.sides + rest, "refused")
+
+    def sanity(self, test: GroupTest, run: Execution) -> Sanity:
+        return Sanity(None, run.error) if run.error else super().sanity(test, run)
+
+
+def test_a_node_whose_own_side_never_started_is_not_checked_for_its_partners_tags(
+    tmp_path: Path,
+) -> None:
+    # n1's leftover is n1's alone: n2 had a side of its own (it never started), so it is not
+    # a launcher's rank. (Every "node" here shares /proc: checked, n2 would see it too.)
+    escape = "setsid sleep 303 >/dev/null 2>&1 </dev/null & echo value 9"
+    camp = _HalfStarted({"n1": escape, "n2": GOOD, "n3": GOOD, "n4": GOOD}, launcher=True)
+    verdicts = asyncio.run(ToyStage(camp).run(_ctx(tmp_path)))
+    cleanup = _by(verdicts, "toy.cleanup")
+    left = cleanup["n1"].message.removeprefix("still running: ").split("; ")
+    pids = [int(x.split()[0]) for x in left]  # n1 ran in round 1 and, alone, in round 2
+    try:
+        assert {n: (v.status, v.message) for n, v in cleanup.items()} == {
+            "n1": (Status.FAIL, f"still running: {pids[0]} sleep 303; {pids[1]} sleep 303"),
+            "n2": (Status.PASS, "no toy left"),
+            "n3": (Status.PASS, "no toy left"),
+            "n4": (Status.PASS, "no toy left"),
+        }
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_interrupt_in_the_engine_thread_cancels_the_run_and_waits_for_cleanup() -> None:

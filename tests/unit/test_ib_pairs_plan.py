@@ -7,8 +7,10 @@ from collections import Counter
 import pytest
 from nodegate.active.rounds import Round, RoundId
 from nodegate.stages.ib_pairs.plan import (
+    MAX_ROUNDS,
     Localization,
     PairResult,
+    PairTest,
     next_round,
     round_one,
     rounds_used,
@@ -23,15 +25,25 @@ def fleet(n: int, per_leaf: int = 4) -> tuple[list[str], dict[str, str]]:
     return nodes, {x: f"leaf{(i // per_leaf) + 1:02d}" for i, x in enumerate(nodes)}
 
 
-def run_all(nodes, leaf, bad_rails=(), bad_links=(), seed=0, same_leaf=False):
+def run_all(nodes, leaf, bad_rails=(), bad_links=(), seed=0, same_leaf=False, lost=None):
     """Play every round against a model: a test fails when a member is bad on that rail or
-    the pair crosses a bad leaf-to-leaf link."""
+    the pair crosses a bad leaf-to-leaf link; `lost` maps a node to the round from which it
+    cannot run its side of any test (its connection dropped)."""
     bad = set(bad_rails)
     links = {frozenset(x) for x in bad_links}
+    gone_from = lost or {}
     loc = Localization(tuple(RAILS), tuple(nodes), leaf)
 
     def play(rnd: Round) -> None:
         for t in rnd.tests:
+            gone = tuple(
+                (n, f"connection to {n} lost")
+                for n in t.nodes()
+                if gone_from.get(n, MAX_ROUNDS + 1) <= rnd.id.number
+            )
+            if gone:
+                loc.add(PairResult(t, rnd.id, False, None, gone[0][1], gone))
+                continue
             broken = (t.server, t.rail) in bad or (t.client, t.rail) in bad
             broken |= frozenset((leaf[t.server], leaf[t.client])) in links
             loc.add(PairResult(t, rnd.id, not broken, 100.0 if broken else 390.0))
@@ -132,3 +144,62 @@ def test_localization_keeps_the_role_that_failed():
     assert loc.status(server, 0) == "blamed"
     retests = [r.test for r in loc.results if r.round != RoundId(1) and r.test.subject == server]
     assert retests and all(t.server == server for t in retests)
+
+
+def _partner(nodes, leaf, node):
+    (r1,) = round_one(nodes, leaf, RAILS)
+    return next(t.other(node) for t in r1.tests if node in t.nodes())
+
+
+def test_a_lost_node_is_its_own_error_and_its_partner_is_retested_with_a_good_one():
+    nodes, leaf = fleet(16)
+    loc = run_all(nodes, leaf, lost={"gpu0003": 1})
+    partner = _partner(nodes, leaf, "gpu0003")
+    assert loc.down == {"gpu0003": "connection to gpu0003 lost"}
+    assert {(n, r): loc.status(n, r) for n in nodes for r in RAILS} == {
+        (n, r): "lost" if n == "gpu0003" else "pass" for n in nodes for r in RAILS
+    }
+    (r1,) = round_one(nodes, leaf, RAILS)
+    served = {t.rail for t in r1.tests if t.server == partner}
+    # Round 2: only the partner, per rail, in its round-1 role, against the first good node.
+    ref = "gpu0001" if partner != "gpu0001" else "gpu0002"
+    assert [r.test for r in loc.results if r.round == RoundId(2)] == sorted(
+        PairTest(r, partner, ref, partner) if r in served else PairTest(r, ref, partner, partner)
+        for r in RAILS
+    )
+    assert rounds_used(loc.results) == 2 and suspect_paths(loc) == []
+    said = loc.history(partner, 0)
+    assert [(r.round, r.lost) for r in said] == [
+        (RoundId(1), (("gpu0003", "connection to gpu0003 lost"),)),
+        (RoundId(2), ()),
+    ]
+
+
+def test_an_unreachable_node_is_nobodys_partner_and_nobody_is_blamed_for_it():
+    nodes, leaf = fleet(16)
+    loc = run_all(nodes, leaf, bad_rails=[("gpu0006", 2)], lost={"gpu0003": 1, "gpu0012": 1})
+    later = [r.test for r in loc.results if r.round.number > 1]
+    assert later and not any({"gpu0003", "gpu0012"} & set(t.nodes()) for t in later)
+    blamed = {(n, r) for n in nodes for r in RAILS if loc.status(n, r) == "blamed"}
+    assert blamed == {("gpu0006", 2)}
+    assert {n for n in nodes for r in RAILS if loc.status(n, r) == "lost"} == {
+        "gpu0003",
+        "gpu0012",
+    }
+
+
+def test_a_reference_lost_under_its_subject_gets_the_subject_another_partner():
+    nodes, leaf = fleet(16)
+    healthy = run_all(nodes, leaf, bad_rails=[("gpu0006", 2)])
+    (ref,) = [r.test.other("gpu0006") for r in healthy.of("gpu0006", 2) if r.round == RoundId(2)]
+    loc = run_all(nodes, leaf, bad_rails=[("gpu0006", 2)], lost={ref: 2})
+    r2, r3 = ([r for r in loc.history("gpu0006", 2) if r.round == RoundId(n)] for n in (2, 3))
+    assert [r.lost_why(ref) for r in r2] == [f"connection to {ref} lost"]
+    assert len(r3) == 1 and r3[0].test.other("gpu0006") not in (
+        ref,
+        _partner(nodes, leaf, "gpu0006"),
+    )
+    # One failure with a good partner is not two: unconfirmed, never blamed, never passed.
+    assert loc.status("gpu0006", 2) == "suspect"
+    assert loc.down == {ref: f"connection to {ref} lost"}
+    assert all(loc.status(ref, r) == "pass" for r in RAILS)  # it measured them before

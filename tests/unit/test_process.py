@@ -6,7 +6,9 @@ import asyncio
 import os
 import time
 
+import asyncssh
 from nodegate.transport.local import LocalTransport
+from nodegate.transport.process import ProcessResult, RemoteProcess
 
 
 def test_server_ready_then_client_then_both_collected(tmp_path):
@@ -57,3 +59,73 @@ def test_own_deadline_ends_a_hung_command():
 
     res = asyncio.run(go())
     assert res.timed_out and res.rc == 124 and res.duration_s < 10
+
+
+class _Dropping(RemoteProcess):
+    """A channel that delivers what it has, then fails as a dropped SSH connection does:
+    every read, the exit status, the kill and the close raise."""
+
+    def __init__(self, out: bytes, err: bytes) -> None:
+        super().__init__("gpu005", "ib_write_bw -d mlx5_0", 60)
+        self.outs = [out]
+        self.errs = [f"{self.tag} 4242\n".encode() + err]
+        self.kills: list[int] = []
+
+    async def _read_out(self, n: int) -> bytes:
+        if self.outs:
+            return self.outs.pop(0)
+        raise asyncssh.ConnectionLost("Connection lost")
+
+    async def _read_err(self, n: int) -> bytes:
+        if self.errs:
+            return self.errs.pop(0)
+        raise asyncssh.ConnectionLost("Connection lost")
+
+    async def _returncode(self) -> int | None:
+        raise BrokenPipeError("broken pipe")
+
+    async def _run_kill(self, pid: int) -> None:
+        self.kills.append(pid)
+        raise asyncssh.ChannelOpenError(2, "SSH connection closed")
+
+    def _close(self) -> None:
+        raise OSError("closed")
+
+
+def test_a_dropped_connection_is_the_process_lost_never_an_exception():
+    async def go():
+        p = _Dropping(b"* Waiting for client to connect... *\n", b"warming up\n")
+        ready = await p.wait_for_line("LISTENING", time.monotonic() + 5)
+        res = await p.wait(time.monotonic() + 5)
+        await p.kill()  # and a late kill (the ledger's cleanup) does not raise either
+        return p, ready, res
+
+    p, ready, res = asyncio.run(go())
+    lost = "connection to gpu005 lost (ConnectionLost: Connection lost)"
+    assert ready is False and p.at_eof and p.lost == lost
+    assert res == ProcessResult(
+        node="gpu005",
+        cmd="ib_write_bw -d mlx5_0",
+        rc=None,
+        stdout="* Waiting for client to connect... *\n",
+        stderr="warming up\n",
+        timed_out=False,
+        killed=False,  # wait() tried to end it by PID, and does not claim it did
+        duration_s=res.duration_s,
+        pid=4242,
+        tag=p.tag,
+        lost=lost,
+    )
+    assert p.kills == [4242, 4242]  # wait()'s try, then the late kill()'s
+
+
+def test_a_kill_that_keeps_the_channel_still_collects_the_stderr():
+    async def go():
+        p = await LocalTransport().spawn("a", "echo 'mlx5_3: port is down' >&2; exec sleep 30", 60)
+        ready = await p.wait_for_line("listening", time.monotonic() + 0.5)
+        await p.kill(hang_up=False)
+        return ready, await p.wait(time.monotonic() + 5)
+
+    ready, res = asyncio.run(go())
+    assert ready is False and res.killed and res.lost is None
+    assert res.stderr == "mlx5_3: port is down\n"

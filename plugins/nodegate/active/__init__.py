@@ -2,7 +2,14 @@
 -> localize -> cleanup, generic over the unit under test (see `active.skeleton`)."""
 
 from nodegate.active.addresses import PeerAddress, peer_address
-from nodegate.active.campaign import Campaign, EvidenceRefs, Execution, Side, Spawner
+from nodegate.active.campaign import (
+    Campaign,
+    EvidenceRefs,
+    Execution,
+    Side,
+    Spawner,
+    spawn_failure,
+)
 from nodegate.active.judge import cleanup_verdicts, failure_status
 from nodegate.active.ledger import ProcessLedger
 from nodegate.active.rounds import Localizer, Outcome, Round, RoundId, Sanity
@@ -26,4 +33,5 @@ __all__ = [
     "failure_status",
     "peer_address",
     "run_campaign",
+    "spawn_failure",
 ]

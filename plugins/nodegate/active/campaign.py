@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from nodegate.active.rounds import Localizer, Outcome, Sanity
-from nodegate.model import Verdict
+from nodegate.model import Reach, Verdict
 from nodegate.thresholds import Threshold
-from nodegate.transport.process import ProcessResult, RemoteProcess
+from nodegate.transport.process import ProcessResult, RemoteProcess, SpawnError
 
 T = TypeVar("T")
 
@@ -30,13 +30,23 @@ class Spawner(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Side:
-    """One process of a test, or one that never started (`result` None, `detail` says why)."""
+    """One process of a test, or one that never started (`result` None, `detail` says why).
+
+    `lost` (or its result's): the node could not run its side (unreachable, connection lost),
+    which is that node's error and says nothing about the test's other nodes.
+    """
 
     node: str
     role: str  # "server", "client", "launcher", ...
     cmd: str
     result: ProcessResult | None = None
     detail: str = ""
+    lost: str | None = None
+
+    @property
+    def lost_why(self) -> str | None:
+        """Why the node could not run this side, if it could not."""
+        return self.lost or (self.result.lost if self.result is not None else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +56,28 @@ class Execution:
 
     sides: tuple[Side, ...]
     error: str | None = None
+
+    def lost(self) -> tuple[tuple[str, str], ...]:
+        """(node, why) for each node that could not run its side, first reason per node."""
+        out: dict[str, str] = {}
+        for s in self.sides:
+            why = s.lost_why
+            if why is not None:
+                out.setdefault(s.node, why)
+        return tuple(out.items())
+
+
+# Spawn failures of a node that was never connected: the node is unreachable.
+_UNREACHABLE = {r.value for r in Reach} - {Reach.OK.value, Reach.ERROR.value}
+
+
+def spawn_failure(exc: SpawnError) -> str:
+    """Why a node could not start its side, as its verdict says it.
+
+    >>> spawn_failure(SpawnError("gpu003", "auth_failed", "authentication refused by gpu003"))
+    'unreachable: authentication refused by gpu003'
+    """
+    return f"unreachable: {exc.detail}" if exc.reach in _UNREACHABLE else exc.detail
 
 
 class EvidenceRefs(Protocol[T]):
@@ -72,9 +104,10 @@ class Campaign(abc.ABC, Generic[T]):
 
     @abc.abstractmethod
     def test_nodes(self, test: T) -> tuple[str, ...]:
-        """Every node the test holds. A node that ran none of the test's processes (a rank
-        started by mpirun on the launcher's behalf) is checked for the test's processes too:
-        launchers must pass NODEGATE_SPAWN on (`mpirun -x NODEGATE_SPAWN`; srun does)."""
+        """Every node the test holds. A node that ran none of the test's processes and has no
+        side of its own (a rank started by mpirun on the launcher's behalf) is checked for the
+        test's processes too: launchers must pass NODEGATE_SPAWN on (`mpirun -x
+        NODEGATE_SPAWN`; srun does)."""
 
     @abc.abstractmethod
     def test_key(self, test: T) -> str:

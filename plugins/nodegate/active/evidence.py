@@ -97,5 +97,5 @@ def _record(
         test=test_doc,
         peers=peers,
         started=r is not None,
-        detail=side.detail,
+        detail=side.detail or side.lost_why or "",
     )

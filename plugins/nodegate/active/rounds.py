@@ -60,13 +60,22 @@ class Sanity:
 
 @dataclass(frozen=True)
 class Outcome(Generic[T]):
-    """One test after sanity and performance: passed only when sane and above the floor."""
+    """One test after sanity and performance: passed only when sane and above the floor.
+
+    `lost`: (node, why) for each node that could not run its side (unreachable, connection
+    lost). Such a test is that node's error and judges none of the test's other nodes.
+    """
 
     test: T
     round: RoundId
     passed: bool
     value: float | None = None
     error: str | None = None
+    lost: tuple[tuple[str, str], ...] = ()
+
+    def lost_why(self, node: str) -> str | None:
+        """Why `node` could not run its side of this test, if it could not."""
+        return next((why for n, why in self.lost if n == node), None)
 
 
 class Localizer(Protocol[T]):

@@ -4,7 +4,9 @@
                  before it runs
     run          every test of a round at once (bounded by --fanout; tests sharing a serial
                  key one after another), remote processes only through the ledger
-    sanity       did the tool run, is its output understood: a value or a tool error (ERROR)
+    sanity       could every node run its side (else the outcome names the nodes `lost`: their
+                 error, no judgement on the others); did the tool run, is its output
+                 understood: a value or a tool error (ERROR)
     performance  a sane value against the campaign's floor (below it: FAIL)
     localize     outcomes feed the localizer, which plans the next round or stops
     cleanup      always (errors and interrupts included): kill by PID what the ledger holds
@@ -23,7 +25,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from nodegate.active.campaign import Campaign, Execution
+from nodegate.active.campaign import Campaign, Execution, Side, spawn_failure
 from nodegate.active.evidence import ActiveEvidence
 from nodegate.active.judge import cleanup_verdicts
 from nodegate.active.ledger import ProcessLedger, SpawnScope
@@ -31,6 +33,7 @@ from nodegate.active.rounds import Outcome, Round
 from nodegate.model import Verdict
 from nodegate.stages.base import Stage, StageContext, StageOptions
 from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.process import SpawnError
 
 T = TypeVar("T")
 
@@ -123,8 +126,17 @@ async def run_round(
     async def one(t: T) -> tuple[T, Execution]:
         async with sem:
             scope = SpawnScope(ledger)
-            run = await c.execute(t, scope)
-            scope.watch_on(c.test_nodes(t))
+            try:
+                run = await c.execute(t, scope)
+            except SpawnError as exc:
+                # A campaign that lets a spawn failure through: still that node's error
+                # in this test, never the stage's.
+                why = spawn_failure(exc)
+                run = Execution((Side(exc.node, "spawn", "", None, f"not started: {why}", why),))
+            # Nodes with a side of their own ran (or failed to start) their own process:
+            # only the others (a launcher's ranks) are checked for the test's tags.
+            own = {s.node for s in run.sides}
+            scope.watch_on([n for n in c.test_nodes(t) if n not in own])
             return t, run
 
     groups: dict[Hashable, list[T]] = {}
@@ -140,7 +152,11 @@ async def run_round(
 
 
 def judge(c: Campaign[T], rnd: Round[T], test: T, run: Execution) -> Outcome[T]:
-    """Sanity first (a tool error is never a low number), then performance."""
+    """A node that could not run its side (unreachable, connection lost) first: its error,
+    nothing measured; then sanity (a tool error is never a low number), then performance."""
+    lost = run.lost()
+    if lost:
+        return Outcome(test, rnd.id, False, None, "; ".join(w for _, w in lost), lost)
     sane = c.sanity(test, run)
     passed = sane.error is None and c.performance.holds(sane.value)
     return Outcome(test, rnd.id, passed, sane.value, sane.error)

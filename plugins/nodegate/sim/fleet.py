@@ -64,6 +64,13 @@ if [ -n "${{BASH_VERSION:-}}" ] && [ "${{SSH_ORIGINAL_COMMAND:-}}" = {launcher} 
   . /dev/stdin
   exit $?
 fi
+# drop_after: kill this connection's sshd session process (our parent) later, as a cut
+# network or a crashed sshd would end it; only if that PID is still an sshd.
+if [ -r "$NG_NODE/drop_after" ]; then
+  read -r ng_d < "$NG_NODE/drop_after"; ng_c=$PPID
+  (sleep "$ng_d"; read -r ng_n < "/proc/$ng_c/comm" && case $ng_n in sshd*) kill -9 "$ng_c" ;; esac
+  ) </dev/null >/dev/null 2>&1 &
+fi
 eval "${{SSH_ORIGINAL_COMMAND:-exec /bin/sh -i}}"
 exit $?
 """
@@ -234,7 +241,8 @@ class Fleet:
                 (d / "fn" / f"{tool.name}.sh").write_text(fn)
         for p in providers():
             for name, script in p.scripts(n).items():
-                _write_exec(d / "bin" / name, script)
+                if not n.faulty_tool("missing", name):  # `missing: ib_write_bw` too
+                    _write_exec(d / "bin" / name, script)
         if not (d / "bin" / "cat").exists():
             fast.append('ngsim_cat() { ngsim_file_cat "$@"; }\n')
         (d / "fast.sh").write_text("\n".join(fast))
@@ -246,6 +254,9 @@ class Fleet:
         slow = n.fault("slow")
         if slow is not None:
             (d / "slow").write_text(f"{float(slow.arg or 5):g}\n")
+        drop = n.fault("drop_after")
+        if drop is not None:
+            (d / "drop_after").write_text(f"{float(drop.arg or 1):g}\n")
         (self.root / "by-addr" / n.address).symlink_to(Path("..") / "nodes" / n.name)
 
     def _sshd_conf(self, k: int, group: Sequence[SimNode], key: Path, port: int) -> str:

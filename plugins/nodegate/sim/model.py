@@ -24,6 +24,10 @@ TRANSPORT_FAULTS = {
     "hostkey_changed": "known_hosts holds a different host key for this node (re-imaged node)",
     "hostkey_unknown": "known_hosts has no entry for this node (never seen)",
     "slow": "every session waits ARG seconds before it runs anything",
+    "drop_after": (
+        "the node's SSH connection drops (its sshd session is killed) ARG seconds after its "
+        "first command that is not a stage script: an active stage's first process"
+    ),
     "hang": "tool ARG never returns (killed at its deadline)",
     "garbage": "tool ARG prints garbage and exits 0",
     "missing": "tool ARG is not installed (rc 127)",

@@ -4,18 +4,28 @@ Active stages need what one framed script cannot give: start a server, read its 
 is ready (never a fixed sleep), start a client elsewhere, then collect both under deadlines and
 kill what is left. Each spawned command runs under `timeout` on the node, so it ends at its
 deadline even if the client side vanishes; `kill()` ends it sooner through its recorded PID.
+
+A channel that fails under a read, wait or kill (the connection dropped: ConnectionLost,
+ChannelOpenError, BrokenPipeError, OSError, ...) never raises out of a RemoteProcess: the
+process is marked `lost` with why, which is this node's error in this test, and what was read
+until then is kept.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import secrets
 import shlex
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from nodegate.transport.script import KILL_AFTER_S, TIMEOUT_RCS
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +42,16 @@ class ProcessResult:
     duration_s: float
     pid: int | None = None  # the wrapper's PID on the node (what kill() signals)
     tag: str = ""  # its NODEGATE_SPAWN tag (what the stray check looks for)
+    lost: str | None = None  # why the channel to the node failed (connection lost), if it did
+
+
+def connection_lost(node: str, exc: BaseException) -> str:
+    """How a lost connection or channel is reported, wherever it is noticed.
+
+    >>> connection_lost("gpu005", ConnectionResetError("reset by peer"))
+    'connection to gpu005 lost (ConnectionResetError: reset by peer)'
+    """
+    return f"connection to {node} lost ({type(exc).__name__}: {exc})"
 
 
 SPAWN_ENV = "NODEGATE_SPAWN"
@@ -61,9 +81,12 @@ class RemoteProcess(abc.ABC):
         self.pid: int | None = None
         self.killed = False
         self.result: ProcessResult | None = None  # set once wait() has collected it
+        self.lost: str | None = None  # why the channel failed (see the module docstring)
+        self.at_eof = False  # stdout ended: the process closed it (it exited), or was lost
         self._out: list[str] = []
-        self._err: list[str] = []
+        self._err: list[str] = []  # stderr read before wait() (kill()'s peek for the PID)
         self._buf = ""
+        self._hung_up = False
 
     @abc.abstractmethod
     async def _read_out(self, n: int) -> bytes: ...
@@ -81,6 +104,29 @@ class RemoteProcess(abc.ABC):
     @abc.abstractmethod
     def _close(self) -> None: ...
 
+    def lost_reason(self, exc: BaseException) -> str:
+        """Why the channel failed, for the evidence and the verdict; a transport that knows
+        why its connection closed says so."""
+        return connection_lost(self.node, exc)
+
+    async def _io(self, op: Awaitable[R], default: R) -> R:
+        """`op`, or `default` once the channel has failed: whatever the transport raises is
+        this node's problem in this test (noted in `lost`), never an exception for the stage.
+        Timeouts come from the callers' wait_for around this, as cancellation."""
+        try:
+            return await op
+        except Exception as exc:  # noqa: BLE001 - see above
+            if not self._hung_up and self.lost is None:
+                self.lost = self.lost_reason(exc)
+            return default
+
+    def _hang_up(self) -> None:
+        if self._hung_up:
+            return
+        self._hung_up = True
+        with contextlib.suppress(Exception):  # closing a dead channel may raise: nothing to do
+            self._close()
+
     async def read_line(self, deadline: float) -> str | None:
         """The next stdout line (without newline); None at EOF or at the deadline."""
         while "\n" not in self._buf:
@@ -88,10 +134,11 @@ class RemoteProcess(abc.ABC):
             if left <= 0:
                 return None
             try:
-                chunk = await asyncio.wait_for(self._read_out(65536), left)
+                chunk = await asyncio.wait_for(self._io(self._read_out(65536), b""), left)
             except asyncio.TimeoutError:
                 return None
             if not chunk:
+                self.at_eof = True
                 return None
             self._buf += chunk.decode("utf-8", "replace")
         line, _, self._buf = self._buf.partition("\n")
@@ -115,7 +162,7 @@ class RemoteProcess(abc.ABC):
             if left <= 0:
                 return b"".join(chunks).decode("utf-8", "replace"), True
             try:
-                chunk = await asyncio.wait_for(read(65536), left)
+                chunk = await asyncio.wait_for(self._io(read(65536), b""), left)
             except asyncio.TimeoutError:
                 return b"".join(chunks).decode("utf-8", "replace"), True
             if not chunk:
@@ -134,13 +181,18 @@ class RemoteProcess(abc.ABC):
             self._drain("out", deadline), self._drain("err", deadline)
         )
         timed_out = t1 or t2
-        stderr = self._strip_pid(err)
+        stderr = self._strip_pid("".join(self._err) + err)
+        if not timed_out and self.lost is None:
+            rc = await self._io(self._returncode(), None)
+        else:
+            rc = None
         if timed_out:
             await self.kill()
-            rc = None
-        else:
-            rc = await self._returncode()
-        self._close()
+        elif self.lost is not None and self.pid is not None:
+            # The channel is gone, the process may not be: try to end it (`killed` says only
+            # what nodegate ended at a deadline; the stray check says what is left).
+            await self._io(self._run_kill(self.pid), None)
+        self._hang_up()
         stdout = "".join(self._out) + self._buf + out
         self.result = ProcessResult(
             node=self.node,
@@ -153,6 +205,7 @@ class RemoteProcess(abc.ABC):
             duration_s=round(time.monotonic() - self.started, 3),
             pid=self.pid,
             tag=self.tag,
+            lost=self.lost,
         )
         return self.result
 
@@ -166,21 +219,25 @@ class RemoteProcess(abc.ABC):
             keep.append(line)
         return "".join(keep)
 
-    async def kill(self) -> None:
-        """End the remote command now (TERM, KILL after 2 s, via its PID), then hang up."""
+    async def kill(self, hang_up: bool = True) -> None:
+        """End the remote command now (TERM, KILL after 2 s, via its PID), then hang up
+        (`hang_up=False`: a wait() still collects its last output, rc and stderr)."""
         if self.killed:
             return
         self.killed = True
         if self.pid is None:
-            # The PID line may still be unread: peek at what stderr has so far.
+            # The PID line may still be unread: peek at what stderr has so far (kept for
+            # wait(): it may hold the process's own error message).
             try:
-                early = await asyncio.wait_for(self._read_err(4096), 0.5)
+                early = await asyncio.wait_for(self._io(self._read_err(4096), b""), 0.5)
             except asyncio.TimeoutError:
                 early = b""
-            self._strip_pid(early.decode("utf-8", "replace"))
+            self._err.append(early.decode("utf-8", "replace"))
+            self._strip_pid("".join(self._err))
         if self.pid is not None:
-            await self._run_kill(self.pid)
-        self._close()
+            await self._io(self._run_kill(self.pid), None)
+        if hang_up:
+            self._hang_up()
 
 
 def kill_script(pid: int) -> str:

@@ -25,7 +25,13 @@ from nodegate.settings import DEFAULT_FANOUT
 from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.hostkeys import known_hosts_line, lookup
-from nodegate.transport.process import RemoteProcess, SpawnError, kill_script, wrap
+from nodegate.transport.process import (
+    RemoteProcess,
+    SpawnError,
+    connection_lost,
+    kill_script,
+    wrap,
+)
 from nodegate.transport.script import LAUNCHER, StageScript
 from nodegate.transport.targets import Target, resolve_targets
 
@@ -46,6 +52,7 @@ class _Client(asyncssh.SSHClient):
     def __init__(self, transport: SSHTransport, target: Target) -> None:
         self._t = transport
         self._target = target
+        self._up = False
 
     def validate_host_public_key(
         self, host: str, addr: str, port: int, key: asyncssh.SSHKey
@@ -59,6 +66,17 @@ class _Client(asyncssh.SSHClient):
         del self._t.hostkey_problem[self._target.node]
         self._t.learn_hostkey(self._target, key)
         return True
+
+    def auth_completed(self) -> None:
+        self._up = True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # Only an established connection is "lost" (a failed connect is classified where it
+        # is opened); exc is None when we closed it. Otherwise the node dropped it (sshd
+        # killed, network cut): later sessions and spawns there report this, not "channel
+        # open failed".
+        if exc is not None and self._up:
+            self._t.lost.setdefault(self._target.node, connection_lost(self._target.node, exc))
 
 
 class SSHTransport(Transport):
@@ -86,6 +104,8 @@ class SSHTransport(Transport):
         self._known: dict[tuple[str, ...], asyncssh.SSHKnownHosts] = {}
         # node (or jump target) -> why its host key was refused, for classify()
         self.hostkey_problem: dict[str, Reach] = {}
+        # node (or jump target) -> why its open connection was lost (it is not reopened)
+        self.lost: dict[str, str] = {}
         self.connections_opened = 0
 
     # -- host keys -------------------------------------------------------------------------
@@ -175,6 +195,8 @@ class SSHTransport(Transport):
         self, node: str
     ) -> tuple[asyncssh.SSHClientConnection | None, Reach, str, int]:
         """The node's connection (opened once); on failure the classified reason."""
+        if node in self.lost:
+            return None, Reach.ERROR, self.lost[node], 0
         if node in self._conns:
             return self._conns[node], Reach.OK, "", 0
         if node in self._failed:
@@ -216,6 +238,8 @@ class SSHTransport(Transport):
                 max(deadline - time.monotonic(), 0.1),
             )
         except Exception as exc:  # noqa: BLE001
+            if node in self.lost:
+                return Session(Reach.ERROR, detail=self.lost[node], connects=opened)
             r, w = self.classify(exc, self.targets[node])
             return Session(r, detail=f"could not open a session: {w}", connects=opened)
         proc.stdin.write(script.text.encode())
@@ -241,13 +265,15 @@ class SSHTransport(Transport):
         conn, reach, why, _ = await self.connect(node)
         if conn is None:
             raise SpawnError(node, reach.value, why)
-        p = SSHProcess(node, cmd, timeout_s, conn)
+        p = SSHProcess(node, cmd, timeout_s, conn, self)
         try:
             p.proc = await asyncio.wait_for(
                 conn.create_process(wrap(cmd, timeout_s, p.tag), encoding=None),
                 self.targets[node].connect_timeout_s,
             )
         except Exception as exc:  # noqa: BLE001
+            if node in self.lost:
+                raise SpawnError(node, Reach.ERROR.value, self.lost[node]) from None
             r, w = self.classify(exc, self.targets[node])
             raise SpawnError(node, r.value, f"could not open a session: {w}") from None
         return p
@@ -287,10 +313,21 @@ class SSHProcess(RemoteProcess):
     proc: asyncssh.SSHClientProcess[bytes]
 
     def __init__(
-        self, node: str, cmd: str, timeout_s: float, conn: asyncssh.SSHClientConnection
+        self,
+        node: str,
+        cmd: str,
+        timeout_s: float,
+        conn: asyncssh.SSHClientConnection,
+        transport: SSHTransport,
     ) -> None:
         super().__init__(node, cmd, timeout_s)
         self.conn = conn
+        self.transport = transport
+
+    def lost_reason(self, exc: BaseException) -> str:
+        # The connection's own reason when it is the connection that went (the same text
+        # whichever channel noticed first).
+        return self.transport.lost.get(self.node) or connection_lost(self.node, exc)
 
     async def _read_out(self, n: int) -> bytes:
         return await self.proc.stdout.read(n)

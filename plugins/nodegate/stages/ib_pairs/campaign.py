@@ -83,6 +83,7 @@ class PairCampaign(Campaign[PairTest]):
         return {
             "rounds_used": rounds_used(loc.results),
             "suspect_paths": [{"leaves": [a, b], "rail": r} for a, b, r in suspect_paths(loc)],
+            "lost": dict(sorted(loc.down.items())),
             "status": {
                 n: {str(r): loc.status(n, r) for r in sorted(self.rails)} for n in self.nodes
             },

@@ -48,12 +48,14 @@ def rail_verdict(
     paths: Sequence[SuspectPath],
     refs: Refs,
 ) -> Verdict:
-    """`ib_pairs.rail.bandwidth` for one node's rail: passed, cleared, blamed or unconfirmed."""
+    """`ib_pairs.rail.bandwidth` for one node's rail: passed, cleared, blamed, lost (the node
+    could not run its side) or unconfirmed."""
     comp = f"{rail.device} port 1 (rail {rail.rail})"
     status = loc.status(node, rail.rail)
     rs = loc.of(node, rail.rail)
-    ev = tuple(ref for r in rs for ref in refs(r, node))
-    history = "; ".join(_describe(node, r) for r in rs)
+    seen = loc.history(node, rail.rail)
+    ev = tuple(ref for r in seen for ref in refs(r, node))
+    history = "; ".join(_describe(node, r) for r in seen)
     want, unit = prof.floor.expected(), prof.floor.unit
     if status in ("pass", "cleared"):
         bw = max((r.value for r in rs if r.passed and r.value), default=None)
@@ -63,9 +65,16 @@ def rail_verdict(
             f"{history}{note} [{prof.describe()}]", evidence=ev,
         )  # fmt: skip
     if status == "untested":
+        msg = f"not tested: {history}" if history else "not tested (no partner in any round)"
+        return Verdict(
+            RAIL_BANDWIDTH, node, Status.ERROR, comp, None, want, unit, msg, evidence=ev,
+        )  # fmt: skip
+    if status == "lost":
+        # The node, not its rail: it could not run its side (unreachable, connection lost).
         return Verdict(
             RAIL_BANDWIDTH, node, Status.ERROR, comp, None, want, unit,
-            "not tested (no partner in any round)", evidence=ev,
+            f"{loc.down[node]}; {history}" if history else loc.down[node],
+            "check the node's SSH access (stage reach), then qualify it again", ev,
         )  # fmt: skip
     worst = min((r.value for r in rs if r.value is not None), default=None)
     if status == "blamed":
@@ -86,6 +95,10 @@ def _cleared_note(node: str, rail: Rail, loc: Localization, paths: Sequence[Susp
 
 def _describe(node: str, r: PairResult) -> str:
     partner = r.test.other(node)
+    if r.lost_why(node) is not None:
+        return f"round {r.round.label} with {partner}: not run"
+    if r.lost:
+        return f"round {r.round.label} with {partner}: not counted ({partner} was lost)"
     what = f"{r.value:g} Gb/s" if r.value is not None else "no result"
     if r.error:
         what += f" ({r.error})"

@@ -4,7 +4,9 @@ Server first, on node A: `ib_write_bw` in the background, then poll `ss` until *
 listens on the rail's port (never a fixed sleep: perftest prints its "Waiting for client"
 banner before it binds, and buffered), then the client on node B towards A's data-plane
 address. Both run under deadlines; a server still there after the client is done is killed by
-PID and reported. Sanity reads both sides through the perftest parser.
+PID and reported; one that exits before it listens is reported with its rc and stderr. A node
+that cannot run its side (unreachable, connection lost) is that side's `lost`: its error, not
+the test's. Sanity reads both sides through the perftest parser.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import shlex
 import time
 
-from nodegate.active.campaign import Execution, Side, Spawner
+from nodegate.active.campaign import Execution, Side, Spawner, spawn_failure
 from nodegate.active.rounds import Sanity
 from nodegate.errors import ParseError
 from nodegate.parsers.perftest import PerftestResult, parse_ib_write_bw
@@ -67,38 +69,67 @@ def client_command(rail: Rail, prof: IbPairsProfile, server_addr: str) -> str:
 async def run_pair(
     test: PairTest, rail: Rail, prof: IbPairsProfile, server_addr: str, spawn: Spawner
 ) -> Execution:
-    """Server, readiness, client, both collected under deadlines; nothing judged here."""
+    """Server, readiness, client, both collected under deadlines; nothing judged here. A node
+    that cannot run its side (unreachable, connection lost) is named in the sides' `lost`."""
     srv_cmd = server_script(rail, prof)
     cli_cmd = client_command(rail, prof, server_addr)
 
-    def sides(s: ProcessResult | None, c: ProcessResult | None, why: str = "") -> tuple[Side, ...]:
+    def sides(s: ProcessResult | None, why: str, lost: str | None = None) -> tuple[Side, ...]:
+        """The server (as far as it got) and a client that never started, and why."""
         return (
-            Side(test.server, "server", srv_cmd, s, "" if s else why),
-            Side(test.client, "client", cli_cmd, c, "" if c else why),
+            Side(test.server, "server", srv_cmd, s, "" if s else why, None if s else lost),
+            Side(test.client, "client", cli_cmd, None, why, lost if s else None),
         )
 
     try:
         server = await spawn.spawn(test.server, srv_cmd, prof.timeout_s + prof.ready_timeout_s)
     except SpawnError as exc:
-        why = f"server {test.server}: {exc.detail}"
-        return Execution(sides(None, None, f"not started: {why}"), why)
+        lost = spawn_failure(exc)
+        why = f"server {test.server}: {lost}"
+        return Execution(sides(None, f"not started: {why}", lost), why)
     ready = await server.wait_for_line(READY, time.monotonic() + prof.ready_timeout_s)
     if not ready:
-        await server.kill()
+        if not server.at_eof:  # still running at the deadline (an ended one keeps its rc)
+            await server.kill(hang_up=False)
         s = await server.wait(time.monotonic() + KILLED_WAIT_S)
-        last = (s.stderr.strip().splitlines() or ["no output"])[-1][:200]
-        why = f"server did not listen within {prof.ready_timeout_s:g} s: {last}"
-        return Execution(sides(s, None, f"not started: {why}"), why)
+        why = (
+            f"server {test.server}: {s.lost}" if s.lost else not_listening(s, prof.ready_timeout_s)
+        )
+        return Execution(sides(s, f"not started: {why}"), why)
     try:
         client = await spawn.spawn(test.client, cli_cmd, prof.timeout_s)
     except SpawnError as exc:
-        await server.kill()
+        await server.kill(hang_up=False)
         s = await server.wait(time.monotonic() + KILLED_WAIT_S)
-        why = f"client {test.client}: {exc.detail}"
-        return Execution(sides(s, None, f"not started: {why}"), why)
+        lost = spawn_failure(exc)
+        why = f"client {test.client}: {lost}"
+        return Execution(sides(s, f"not started: {why}", lost), why)
     c = await client.wait()
     s = await server.wait(time.monotonic() + SERVER_AFTER_CLIENT_S)
-    return Execution(sides(s, c))
+    return Execution(
+        (Side(test.server, "server", srv_cmd, s), Side(test.client, "client", cli_cmd, c))
+    )
+
+
+def not_listening(server: ProcessResult, ready_timeout_s: float) -> str:
+    """Why a server never listened: it exited (with its rc) or was still starting at the
+    deadline; with its stderr's first and last lines."""
+    gist = stderr_gist(server.stderr)
+    if server.killed or server.rc is None:
+        return f"server did not listen within {ready_timeout_s:g} s: {gist}"
+    return f"server exited {server.rc} before listening: {gist}"
+
+
+def stderr_gist(stderr: str) -> str:
+    """The first and last non-empty lines of `stderr` (200 characters each), or "no output".
+
+    >>> stderr_gist("numactl: warning\\nsh: 1: ib_write_bw: not found\\n")
+    'numactl: warning ... sh: 1: ib_write_bw: not found'
+    """
+    lines = [line.strip()[:200] for line in stderr.splitlines() if line.strip()]
+    if not lines:
+        return "no output"
+    return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
 
 
 def bandwidth_of(res: ProcessResult, side: str) -> tuple[float | None, str | None]:

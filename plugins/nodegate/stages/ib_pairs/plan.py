@@ -10,6 +10,10 @@ a node that passed it (round 2). A member that passes with a good partner is cle
 fails is tested against a second, different good partner (round 3) and blamed if it fails
 again. Both members clearing elsewhere points at the path between their leaves. At most three
 sequential rounds (plus round 1's odd-node sub-round), whatever the fleet size.
+
+A node that cannot run its side of a test (unreachable, connection lost) is `lost`: that test
+is its error, judges its partner not at all (the partner gets a good partner in the next
+round, or stays untested), and the node is nobody's partner again.
 """
 
 from __future__ import annotations
@@ -54,14 +58,29 @@ class Localization:
     nodes: tuple[str, ...]
     leaf: Mapping[str, str]
     results: list[PairResult] = field(default_factory=list)
+    down: dict[str, str] = field(default_factory=dict)  # lost node -> why, the first time
     _subject: dict[tuple[str, int], list[PairResult]] = field(default_factory=dict)
+    _history: dict[tuple[str, int], list[PairResult]] = field(default_factory=dict)
     _good: dict[int, set[str]] = field(default_factory=dict)
+    _retest: set[tuple[str, int]] = field(default_factory=set)  # last test said nothing
 
     def add(self, r: PairResult) -> None:
         self.results.append(r)
         t = r.test
-        for n in t.nodes() if t.subject is None else (t.subject,):
+        judged = t.nodes() if t.subject is None else (t.subject,)
+        for n in t.nodes():
+            why = r.lost_why(n)
+            if why is not None:
+                self.down.setdefault(n, why)
+            if why is not None or n in judged:
+                self._history.setdefault((n, t.rail), []).append(r)
+        if r.lost:
+            # Says nothing of the nodes that could run their side: test them again.
+            self._retest.update((n, t.rail) for n in judged if r.lost_why(n) is None)
+            return
+        for n in judged:
             self._subject.setdefault((n, t.rail), []).append(r)
+            self._retest.discard((n, t.rail))
         if r.passed:
             self._good.setdefault(t.rail, set()).update(t.nodes())
 
@@ -69,27 +88,37 @@ class Localization:
         """The tests that judge `node` on `rail` (not those where it served as reference)."""
         return self._subject.get((node, rail), [])
 
+    def history(self, node: str, rail: int) -> list[PairResult]:
+        """Those, plus the tests of `node` on `rail` that a lost node (itself or its
+        partner) kept from judging it, in round order."""
+        return self._history.get((node, rail), [])
+
+    def needs_retest(self, node: str, rail: int) -> bool:
+        """The node's last test on the rail said nothing of it (its partner was lost)."""
+        return (node, rail) in self._retest and node not in self.down
+
     def good(self, rail: int) -> set[str]:
-        """Nodes that passed this rail with some partner (the reference pool)."""
-        return self._good.get(rail, set())
+        """Nodes that passed this rail with some partner and are not lost (the reference
+        pool)."""
+        return self._good.get(rail, set()) - self.down.keys()
 
     def failed_with_good(self, node: str, rail: int) -> list[PairResult]:
         """Failures of `node` against partners that were good when the test was planned."""
         return [r for r in self.of(node, rail) if not r.passed and r.round.number != 1]
 
     def status(self, node: str, rail: int) -> str:
-        """pass | cleared | blamed | suspect | untested."""
+        """pass | cleared | blamed | lost | suspect | untested."""
         rs = self.of(node, rail)
-        if not rs:
-            return "untested"
         later = [r for r in rs if r.round.number != 1]
-        if all(r.passed for r in rs) and not later:
-            return "pass"
+        if rs and all(r.passed for r in rs):
+            return "pass"  # round 1; or a first test with a good partner, round 1's lost
         if any(r.passed for r in later):
             return "cleared"
         if len({r.test.other(node) for r in self.failed_with_good(node, rail)}) >= 2:
             return "blamed"
-        return "suspect"  # failed and not (yet) confirmed either way
+        if node in self.down:
+            return "lost"  # could not run its side before the rail was settled
+        return "suspect" if rs else "untested"  # suspect: failed, not confirmed either way
 
 
 def _order(nodes: Sequence[str], leaf: Mapping[str, str], seed: int) -> list[str]:
@@ -153,7 +182,7 @@ def next_round(loc: Localization) -> PairRound | None:
         good = loc.good(rail)
         busy: set[str] = set()
         for node in _needs_partner(loc, rail, number):
-            used = {r.test.other(node) for r in loc.of(node, rail)}
+            used = {r.test.other(node) for r in loc.history(node, rail)}
             pool = sorted(
                 (g for g in good if g != node and g not in used and g not in busy),
                 key=lambda g: _preference(loc, node, g),
@@ -163,7 +192,7 @@ def next_round(loc: Localization) -> PairRound | None:
             partner = pool[0]
             busy.update((node, partner))
             # Same role as where it failed: a fault may show only on the server (or client) side.
-            if _failed_as_server(loc, node, rail):
+            if _last_unsettled_as_server(loc, node, rail):
                 tests.append(PairTest(rail, node, partner, subject=node))
             else:
                 tests.append(PairTest(rail, partner, node, subject=node))
@@ -172,14 +201,20 @@ def next_round(loc: Localization) -> PairRound | None:
     return Round(RoundId(number), tuple(sorted(tests)))
 
 
-def _failed_as_server(loc: Localization, node: str, rail: int) -> bool:
-    failed = [r for r in loc.of(node, rail) if not r.passed]
+def _last_unsettled_as_server(loc: Localization, node: str, rail: int) -> bool:
+    """Whether the node served in its last test that failed or said nothing (partner lost)."""
+    failed = [r for r in loc.history(node, rail) if not r.passed]
     return bool(failed) and failed[-1].test.server == node
 
 
 def _needs_partner(loc: Localization, rail: int, number: int) -> list[str]:
     out = []
     for node in loc.nodes:
+        if node in loc.down:
+            continue  # lost: nobody's partner again, itself included
+        if loc.needs_retest(node, rail) and loc.status(node, rail) in ("suspect", "untested"):
+            out.append(node)
+            continue
         rs = loc.of(node, rail)
         if not rs or any(r.passed for r in rs if r.round.number != 1):
             continue
@@ -206,7 +241,7 @@ def suspect_paths(loc: Localization) -> list[tuple[str, str, int]]:
     """Leaf pairs (and rail) whose round-1 test failed while both members cleared elsewhere."""
     out = set()
     for r in loc.results:
-        if r.round.number == 1 and not r.passed:
+        if r.round.number == 1 and not r.passed and not r.lost:
             a, b = r.test.nodes()
             if loc.status(a, r.test.rail) == "cleared" and loc.status(b, r.test.rail) == "cleared":
                 la, lb = sorted((loc.leaf.get(a, "?"), loc.leaf.get(b, "?")))
