@@ -7,7 +7,10 @@ Layout of a fleet directory:
   known_hosts, id_ed25519[.pub], keys/host_<k>   generated keys
   sshd/<k>.conf, sshd/<k>.pid, sshd/<k>.log      one daemon per 16 addresses
   dispatch            sshd ForceCommand: routes a session to the addressed node
-  nodes/<name>/{bin,resp,root}, by-addr/<ip> -> ../nodes/<name>
+  lib.sh, bin/{cat,grep}   the nodes' file readers (sim/nodefs.py)
+  nodes/<name>/bin    the node's tool stubs (first on its PATH), fn/<tool>.sh and fast.sh
+                      the same tools as shell functions, root/ its files, climb.sh its
+                      climbing counters; by-addr/<ip> -> ../nodes/<name>
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import yaml
 
 from nodegate.errors import ConfigError
 from nodegate.sim.model import FleetModel, SimNode, load_model
+from nodegate.sim.nodefs import HOST_PATH, LIB, MARK, READERS, TreeWriter, reader_stub
 from nodegate.sim.tools import (
     SimTool,
     known_faults,
@@ -55,7 +59,7 @@ NG_NODE="{root}/by-addr/$3"
 if [ ! -d "$NG_NODE" ]; then echo "nodegate-sim: no node at $3" >&2; exit 255; fi
 export NG_NODE
 if [ -r "$NG_NODE/slow" ]; then read -r ng_s < "$NG_NODE/slow"; sleep "$ng_s"; fi
-PATH="$NG_NODE/bin:{root}/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PATH="$NG_NODE/bin:{root}/bin:{host_path}"
 export PATH
 if [ -n "${{BASH_VERSION:-}}" ] && [ "${{SSH_ORIGINAL_COMMAND:-}}" = {launcher} ]; then
   . "{root}/lib.sh"
@@ -65,24 +69,6 @@ if [ -n "${{BASH_VERSION:-}}" ] && [ "${{SSH_ORIGINAL_COMMAND:-}}" = {launcher} 
 fi
 eval "${{SSH_ORIGINAL_COMMAND:-exec /bin/sh -i}}"
 exit $?
-"""
-
-# Shared by the PATH stubs (dash) and the fast path (bash): POSIX functions only.
-LIB = """# nodegate simulated fleet: helpers of the simulated tools.
-# Files come from the node's own fake root (/etc/os-release, /proc/..., /sys/...), read with
-# shell builtins only.
-ngsim_file_cat() {
-  ng_rc=0
-  for ng_a do
-    case $ng_a in /*) ng_f="$NG_NODE/root$ng_a" ;; *) ng_f=$ng_a ;; esac
-    if [ -f "$ng_f" ]; then
-      while IFS= read -r ng_l || [ -n "$ng_l" ]; do printf '%s\\n' "$ng_l"; done < "$ng_f"
-    else
-      echo "cat: $ng_a: No such file or directory" >&2; ng_rc=1
-    fi
-  done
-  return $ng_rc
-}
 """
 
 # bash only: `timeout` runs a healthy simulated tool in-shell, everything else for real.
@@ -111,12 +97,6 @@ FAST_TIMEOUT = """timeout() {
   fi
   command timeout "$@"
 }
-"""
-
-SIM_CAT = """#!/bin/sh
-. "{root}/lib.sh"
-ngsim_file_cat "$@"
-exit $?
 """
 
 
@@ -163,10 +143,12 @@ class Fleet:
         self._keygen(self.root / "keys" / "imposter", "nodegate-sim-imposter")
         (self.root / "authorized_keys").write_text((self.root / "id_ed25519.pub").read_text())
         (self.root / "dispatch").write_text(
-            DISPATCH.format(root=self.root, launcher=shlex.quote(LAUNCHER))
+            DISPATCH.format(root=self.root, launcher=shlex.quote(LAUNCHER), host_path=HOST_PATH)
         )
         (self.root / "lib.sh").write_text(LIB)
-        _write_exec(self.root / "bin" / "cat", SIM_CAT.format(root=self.root))
+        for reader in READERS:
+            _write_exec(self.root / "bin" / reader, reader_stub(self.root / "lib.sh", reader))
+        trees = TreeWriter()
 
         serving = [n for n in model.nodes if n.fault("unreachable") is None]
         groups = [serving[i : i + ADDRS_PER_SSHD] for i in range(0, len(serving), ADDRS_PER_SSHD)]
@@ -193,7 +175,7 @@ class Fleet:
                 f"  User {_user()}",
                 "",
             ]
-            self._build_node(n)
+            self._build_node(n, trees)
         cfg_lines += [
             "Host *",
             f"  IdentityFile {self.root / 'id_ed25519'}",
@@ -210,7 +192,7 @@ class Fleet:
         self._write_inventory(model)
         (self.root / "model.json").write_text(json.dumps(_model_json(model, port), indent=1) + "\n")
 
-    def _build_node(self, n: SimNode) -> None:
+    def _build_node(self, n: SimNode, trees: TreeWriter) -> None:
         d = self.root / "nodes" / n.name
         (d / "bin").mkdir(parents=True)
         fast = [FAST_TIMEOUT]
@@ -231,14 +213,19 @@ class Fleet:
         for p in providers():
             for name, script in p.scripts(n).items():
                 _write_exec(d / "bin" / name, script)
-        if not (d / "bin" / "cat").exists():
-            fast.append('ngsim_cat() { ngsim_file_cat "$@"; }\n')
+        # The node's file readers run in-shell unless a fault put a stub of its own first.
+        fast += [
+            f'ngsim_{r}() {{ ngsim_file_{r} "$@"; }}\n'
+            for r in READERS
+            if not (d / "bin" / r).exists()
+        ]
         (d / "fast.sh").write_text("\n".join(fast))
-        for p in providers():
-            for path, text in p.files(n).items():
-                target = d / "root" / path.lstrip("/")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text)
+        entries = {path: e for p in providers() for path, e in p.files(n).items()}
+        (d / "root").mkdir()
+        (d / MARK).symlink_to("root")
+        climb = trees.write(d / "root", entries)
+        if climb:
+            (d / "climb.sh").write_text(climb)
         slow = n.fault("slow")
         if slow is not None:
             (d / "slow").write_text(f"{float(slow.arg or 5):g}\n")

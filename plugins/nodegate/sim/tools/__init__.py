@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from nodegate.sim.model import SimNode
+from nodegate.sim.nodefs import Entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,9 +29,6 @@ class SimTool:
     name: str
     answers: Mapping[str, Response]
     fallback: Response | None = None
-    # Arguments it has no answer for run the host's real tool (a host tool like grep that one
-    # stage simulates for its own command lines only).
-    passthrough: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +37,8 @@ class Provider:
 
     name: str
     tools: Callable[[SimNode], Iterable[SimTool]]
-    files: Callable[[SimNode], Mapping[str, str]] = field(default=lambda n: {})
+    # Files under its fake root, by absolute path (read by the node's cat and grep).
+    files: Callable[[SimNode], Mapping[str, Entry]] = field(default=lambda n: {})
     faults: Mapping[str, str] = field(default_factory=dict)
     # Tools that must run for real (servers, clients): name -> stub script, no fast path.
     scripts: Callable[[SimNode], Mapping[str, str]] = field(default=lambda n: {})
@@ -61,11 +60,7 @@ def _case(tool: SimTool, end: str) -> list[str]:
     lines = ['case "$*" in']
     for args, resp in sorted(tool.answers.items()):
         lines.append(f"{shlex.quote(args)}) {_emit(resp, end)};;")
-    if tool.fallback is None and tool.passthrough:
-        real = f'PATH=${{PATH#"$NG_NODE/bin:"}} command {shlex.quote(tool.name)} "$@"'
-        lines.append(f"*) ({real}); {end} $?;;")
-    else:
-        lines.append(f"*) {_emit(tool.fallback or unsupported(tool.name), end)};;")
+    lines.append(f"*) {_emit(tool.fallback or unsupported(tool.name), end)};;")
     lines.append("esac")
     return lines
 
@@ -123,9 +118,7 @@ def node_tools(node: SimNode) -> list[SimTool]:
                 merged[t.name] = t
                 continue
             answers = {**t.answers, **prev.answers}
-            merged[t.name] = SimTool(
-                t.name, answers, prev.fallback or t.fallback, prev.passthrough or t.passthrough
-            )
+            merged[t.name] = SimTool(t.name, answers, prev.fallback or t.fallback)
     return list(merged.values())
 
 
