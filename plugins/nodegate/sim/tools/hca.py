@@ -10,6 +10,11 @@ rows and NIC Legend of nvidia-smi-topo-m__a100-sxm4-80gb-8gpu-8nic-roce-...txt.
 `mlxlink -d <dev> -m -c --json` is the corpus capture mlxlink__json-m-c-cx7-400gbe-osfp-dr4-
 mft4.34.txt (sim/data, verbatim) with the port's speed, state, BER and fault flags substituted.
 
+Arguments (sim/tools/__init__.py: anything else fails, rc non-zero): `nvidia-smi topo -m` or
+`topo --matrix`; `mlxlink` with -d/--device DEV, -m/--show_module, -c/--show_counters and
+--json in any order, for a rail HCA; ibstat and ibv_devinfo without arguments, `perfquery -x
+-C DEV -P 1` (the counters as of the second read), `flint -d DEV q` (hca_diag.py).
+
 Hardware key `hca` (all optional): `firmware` (ConnectX-7 fw_ver, default 28.41.1000),
 `frontend` (false drops the BlueField-3 front-end NIC mlx5_bond_0).
 """
@@ -22,7 +27,7 @@ from importlib import resources
 
 from nodegate.sim.model import SimNode
 from nodegate.sim.nodefs import Entry
-from nodegate.sim.tools import Provider, Response, SimTool
+from nodegate.sim.tools import NVIDIA_SMI_USAGE, Provider, Response, SimTool, bad_arguments
 from nodegate.sim.tools.hca_sysfs import sysfs_listing as sysfs_listing  # the checks' fixture
 from nodegate.sim.tools.hca_sysfs import sysfs_tree
 
@@ -201,9 +206,30 @@ def mlxlink_json(d: Hca, template: str) -> str:
     return out
 
 
+TOPO_PRELUDE = """case "$*" in "topo --matrix") set -- topo -m ;; esac"""
+# mlxlink's options in any order: -d/--device DEV, -m/--show_module, -c/--show_counters, --json.
+MLXLINK_PRELUDE = """ng_d= ng_m= ng_c= ng_j= ng_x= ng_next=
+for ng_a do
+  if [ -n "$ng_next" ]; then ng_d=$ng_a; ng_next=; continue; fi
+  case $ng_a in
+    -d|--device) ng_next=1 ;;
+    -m|--show_module) ng_m=-m ;;
+    -c|--show_counters) ng_c=-c ;;
+    --json) ng_j=--json ;;
+    *) ng_x=1 ;;
+  esac
+done
+[ -n "$ng_x$ng_next" ] || [ -z "$ng_d" ] || set -- -d "$ng_d" $ng_m $ng_c $ng_j"""
+
+
 def tools(node: SimNode) -> Iterable[SimTool]:
     devs = node_hcas(node)
-    yield SimTool("nvidia-smi", {"topo -m": Response(topo_matrix(devs))})
+    yield SimTool(
+        "nvidia-smi",
+        {"topo -m": Response(topo_matrix(devs))},
+        prelude=TOPO_PRELUDE,
+        usage=NVIDIA_SMI_USAGE,
+    )
     from nodegate.sim.tools import hca_diag  # it builds on Hca: imported here, not at the top
 
     yield from hca_diag.tools(devs)
@@ -215,6 +241,8 @@ def tools(node: SimNode) -> Iterable[SimTool]:
             for d in devs
             if d.name.startswith("mlx5_") and d.link_layer == "InfiniBand"
         },
+        prelude=MLXLINK_PRELUDE,
+        usage=bad_arguments("mlxlink", 1),
     )
 
 
