@@ -166,3 +166,18 @@ def test_files_of_equal_content_share_an_inode_but_counters_do_not(fleet: Fleet)
     assert (fleet.root / "nodes" / "gpu004" / "climb.sh").read_text() == (
         f"ngsim__climb {sym} 66\n"
     )
+
+
+def test_pgrep_sees_the_nodes_own_processes_only(fleet: Fleet) -> None:
+    started = run(fleet, "gpu001", "sleep 313 >/dev/null 2>&1 & echo $!")
+    pid = started.stdout.strip()
+    assert started.rc == 0 and pid.isdigit()
+    try:
+        assert both(fleet, "gpu001", "pgrep -af 'sleep 31[3]'") == Out(0, f"{pid} sleep 313\n", "")
+        assert both(fleet, "gpu001", "pgrep 'sleep 31[3]' -f") == Out(0, f"{pid}\n", "")
+        assert both(fleet, "gpu002", "pgrep -af 'sleep 31[3]'") == Out(1, "", "")
+        assert both(fleet, "gpu001", "pgrep -c -f 'sleep 31[3]'") == Out(
+            2, "", "pgrep: -c on a simulated node is not simulated (nodegate sim)\n"
+        )
+    finally:
+        run(fleet, "gpu001", f"kill {pid}")

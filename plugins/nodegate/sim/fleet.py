@@ -7,7 +7,7 @@ Layout of a fleet directory:
   known_hosts, id_ed25519[.pub], keys/host_<k>   generated keys
   sshd/<k>.conf, sshd/<k>.pid, sshd/<k>.log      one daemon per 16 addresses
   dispatch            sshd ForceCommand: routes a session to the addressed node
-  lib.sh, bin/{cat,grep}   the nodes' file readers (sim/nodefs.py)
+  lib.sh, bin/{cat,grep,pgrep}   the nodes' view of host tools (sim/nodefs.py)
   nodes/<name>/bin    the node's tool stubs (first on its PATH), fn/<tool>.sh and fast.sh
                       the same tools as shell functions, root/ its files, climb.sh its
                       climbing counters; by-addr/<ip> -> ../nodes/<name>
@@ -33,7 +33,7 @@ import yaml
 
 from nodegate.errors import ConfigError
 from nodegate.sim.model import FleetModel, SimNode, load_model
-from nodegate.sim.nodefs import HOST_PATH, LIB, MARK, READERS, TreeWriter, reader_stub
+from nodegate.sim.nodefs import HOST_PATH, LIB, MARK, NODE_TOOLS, TreeWriter, node_tool_stub
 from nodegate.sim.tools import (
     SimTool,
     known_faults,
@@ -146,8 +146,8 @@ class Fleet:
             DISPATCH.format(root=self.root, launcher=shlex.quote(LAUNCHER), host_path=HOST_PATH)
         )
         (self.root / "lib.sh").write_text(LIB)
-        for reader in READERS:
-            _write_exec(self.root / "bin" / reader, reader_stub(self.root / "lib.sh", reader))
+        for tool in NODE_TOOLS:
+            _write_exec(self.root / "bin" / tool, node_tool_stub(self.root / "lib.sh", tool))
         trees = TreeWriter()
 
         serving = [n for n in model.nodes if n.fault("unreachable") is None]
@@ -213,11 +213,11 @@ class Fleet:
         for p in providers():
             for name, script in p.scripts(n).items():
                 _write_exec(d / "bin" / name, script)
-        # The node's file readers run in-shell unless a fault put a stub of its own first.
+        # The node's view of host tools runs in-shell unless a fault put a stub of its own first.
         fast += [
-            f'ngsim_{r}() {{ ngsim_file_{r} "$@"; }}\n'
-            for r in READERS
-            if not (d / "bin" / r).exists()
+            f'ngsim_{t}() {{ ngsim_node_{t} "$@"; }}\n'
+            for t in NODE_TOOLS
+            if not (d / "bin" / t).exists()
         ]
         (d / "fast.sh").write_text("\n".join(fast))
         entries = {path: e for p in providers() for path, e in p.files(n).items()}

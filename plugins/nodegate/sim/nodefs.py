@@ -28,7 +28,8 @@ would answer it, whatever it names (a wrong path fails as it would on the node).
   later read a higher one, whatever path, glob or tool reads them.
 - Files with the same content share one inode across the fleet (hard links): a fleet's tree
   is read-only, except the climbing counters, which are files of their own.
-Other tools read the host's files: only `cat` and `grep` see a node's tree.
+Other tools read the host's files: only `cat` and `grep` see a node's tree. The node's `pgrep`
+sees the node's own processes (those with its NG_NODE in their environment), not the host's.
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ ngsim__grep_opt() {
   esac
 }
 
-ngsim_file_grep() {
+ngsim_node_grep() {
   # GNU grep over the node's files: absolute operands (and -f files) mapped under its root.
   # Pass 1: do -e/-f give the pattern (then the first operand is a file too)? Any relative
   # file (the host's, from the session's directory)? Pass 2: the arguments grep runs with.
@@ -265,7 +266,7 @@ ngsim__back() {
   if [ -n "$ng_pwd" ]; then cd "$ng_pwd" || :; fi
 }
 
-ngsim_file_cat() {
+ngsim_node_cat() {
   # cat over the node's files: plain operands with builtins, anything else the host's cat.
   ng_n=$# ng_opts=1 ng_plain=1 ng_rooted=0 ng_sys=0 ng_ifs=$IFS
   [ $# -gt 0 ] || ng_plain=0
@@ -306,19 +307,46 @@ ngsim_file_cat() {
   [ $ng_sys = 0 ] || ngsim__tick
   return $ng_rc
 }
+
+ngsim_node_pgrep() {
+  # procps pgrep over the node's own processes (NG_NODE in their environment): PIDs, -l, -a.
+  for ng_a do
+    case $ng_a in
+      -c|--count|-d*|--delim*|-n|--newest|-o|--oldest|-w|--lightweight|-[!-]*[cdnow]*)
+        echo "pgrep: $ng_a on a simulated node is not simulated (nodegate sim)" >&2
+        return 2 ;;
+    esac
+  done
+  ng_out=$(PATH=$NG_HOST_PATH; exec pgrep "$@")
+  ng_rc=$?
+  if [ $ng_rc != 0 ]; then [ -z "$ng_out" ] || printf '%s\n' "$ng_out"; return $ng_rc; fi
+  ng_rc=1 ng_ifs=$IFS
+  IFS=$NGSIM_NL
+  case $- in *f*) ng_nf=1 ;; *) ng_nf=0; set -f ;; esac
+  for ng_l in $ng_out; do
+    if (PATH=$NG_HOST_PATH; exec grep -qzxF "NG_NODE=$NG_NODE" "/proc/${ng_l%% *}/environ") \
+      2>/dev/null; then
+      printf '%s\n' "$ng_l"; ng_rc=0
+    fi
+  done
+  IFS=$ng_ifs
+  [ $ng_nf = 1 ] || set +f
+  return $ng_rc
+}
 """.replace("@HOST_PATH@", HOST_PATH).replace("@MARK@", MARK)
 
-# A PATH stub for a reader, shared by every node (a node's faulty tool shadows it).
-READER_STUB = """#!/bin/sh
+# A PATH stub for a host tool seen through the node's view, shared by every node (a node's
+# faulty tool of the same name shadows it).
+NODE_TOOL_STUB = """#!/bin/sh
 . {lib}
-ngsim_file_{tool} "$@"
+ngsim_node_{tool} "$@"
 exit $?
 """
-READERS = ("cat", "grep")
+NODE_TOOLS = ("cat", "grep", "pgrep")
 
 
-def reader_stub(lib: Path, tool: str) -> str:
-    return READER_STUB.format(lib=shlex.quote(str(lib)), tool=tool)
+def node_tool_stub(lib: Path, tool: str) -> str:
+    return NODE_TOOL_STUB.format(lib=shlex.quote(str(lib)), tool=tool)
 
 
 class TreeWriter:
@@ -362,8 +390,8 @@ __all__ = [
     "HOST_PATH",
     "LIB",
     "MARK",
-    "READERS",
+    "NODE_TOOLS",
     "Symlink",
     "TreeWriter",
-    "reader_stub",
+    "node_tool_stub",
 ]

@@ -104,7 +104,7 @@ def _case(tool: SimTool) -> list[str]:
         forms = "; ".join(a or "(no arguments)" for a in sorted(tool.answers)) or "nothing"
         note = (
             "printf 'nodegate-sim: %s: not simulated (answers: %s)\\n' "
-            f'{shlex.quote(tool.name)}" $ng_args" {shlex.quote(forms)} >&2'
+            f'{shlex.quote(tool.name)}" $ng_asked" {shlex.quote(forms)} >&2'
         )
         lines.append(f"*) {_emit(bad, note)};;")
     lines.append("esac")
@@ -113,7 +113,7 @@ def _case(tool: SimTool) -> list[str]:
 
 def _function(tool: SimTool) -> str:
     prelude = [ln for ln in tool.prelude.splitlines() if ln.strip()]
-    body = "\n".join("  " + ln for ln in ['ng_args="$*"', *prelude, *_case(tool)])
+    body = "\n".join("  " + ln for ln in ['ng_asked="$*"', *prelude, *_case(tool)])
     return f"{function_name(tool.name)}() {{\n{body}\n}}\n"
 
 
