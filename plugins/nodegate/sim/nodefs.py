@@ -353,26 +353,30 @@ class TreeWriter:
     """Writes nodes' trees; files of equal content share one inode across the fleet."""
 
     def __init__(self) -> None:
-        self._pool: dict[str, Path] = {}
+        self._pool: dict[str, str] = {}
 
     def write(self, root: Path, entries: Mapping[str, Entry]) -> str:
         """Write `entries` (absolute path -> entry) under `root`; returns the node's
         `climb.sh` (one `ngsim__climb PATH STEP` per climbing counter), empty if none."""
         climb = []
+        made: set[str] = set()
         for path in sorted(entries):
             entry = entries[path]
-            target = root / path.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
+            target = os.path.join(root, path.lstrip("/"))
+            parent = os.path.dirname(target)
+            if parent not in made:  # thousands of files per fleet: one mkdir per directory
+                os.makedirs(parent, exist_ok=True)
+                made.add(parent)
             if isinstance(entry, Symlink):
-                target.symlink_to(entry.target)
+                os.symlink(entry.target, target)
             elif isinstance(entry, Counter):
-                target.write_text(f"{entry.value}\n")
+                Path(target).write_text(f"{entry.value}\n")
                 climb.append(f"ngsim__climb {shlex.quote(path.lstrip('/'))} {entry.step}\n")
             else:
                 self._file(target, entry)
         return "".join(climb)
 
-    def _file(self, target: Path, text: str) -> None:
+    def _file(self, target: str, text: str) -> None:
         first = self._pool.get(text)
         if first is not None:
             try:
@@ -380,7 +384,7 @@ class TreeWriter:
                 return
             except OSError:  # a filesystem without hard links (or at its link limit)
                 pass
-        target.write_text(text)
+        Path(target).write_text(text)
         self._pool.setdefault(text, target)
 
 
