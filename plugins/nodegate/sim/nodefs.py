@@ -26,10 +26,9 @@ would answer it, whatever it names (a wrong path fails as it would on the node).
 - Climbing counters (`Counter`): every read of the node's `/sys` by these readers advances
   them by their step, like time passing between reads: the first read sees the value, each
   later read a higher one, whatever path, glob or tool reads them.
-- Files with the same content share one inode across the fleet (hard links): a fleet's tree
-  is read-only, except the climbing counters, which are files of their own.
-Other tools read the host's files: only `cat` and `grep` see a node's tree. The node's `pgrep`
-sees the node's own processes (those with its NG_NODE in their environment), not the host's.
+- Files with the same content share one inode across the fleet (hard links): the tree is
+  read-only but for the climbing counters, files of their own. Other tools read the host's
+  files. The node's `pgrep` sees the node's own processes (its NG_NODE in their environment).
 """
 
 from __future__ import annotations
