@@ -41,9 +41,8 @@ from pathlib import Path
 
 # What the dispatcher's PATH holds after the fleet's own bin directories.
 HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-# Name of the link in a node's directory to its root: grep names the node's files through it
-# (`\x01/sys/...`), and dropping this byte from what grep prints leaves `/sys/...`. A byte
-# text files never hold, unlike the fleet's own path, which needs a line-by-line rewrite.
+# The link in a node's directory to its root: grep names the node's files through it, and
+# dropping this byte (one text files never hold) from what grep prints leaves `/sys/...`.
 MARK = "\x01"
 
 
