@@ -51,6 +51,11 @@ def test_cat_of_one_sysfs_file(fleet: Fleet) -> None:
         0, "200 Gb/sec (2X NDR)\n", ""
     )
     assert both(fleet, "gpu001", "cat /sys/module/nvidia_peermem/initstate") == Out(0, "live\n", "")
+    # options: the host's cat on the node's file, messages naming the path as given
+    assert both(fleet, "gpu001", f"cat -n {IB}/mlx5_0/fw_ver") == Out(0, "     1\t28.41.1000\n", "")
+    assert both(fleet, "gpu001", "cat -A /nowhere") == Out(
+        1, "", "cat: /nowhere: No such file or directory\n"
+    )
     # the healthy fast path: no glob, no shell: the in-shell function
     assert both(fleet, "gpu001", f"grep -H . {IB}/mlx5_0/ports/1/state") == Out(
         0, f"{IB}/mlx5_0/ports/1/state:4: ACTIVE\n", ""

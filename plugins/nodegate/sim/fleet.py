@@ -7,7 +7,7 @@ Layout of a fleet directory:
   known_hosts, id_ed25519[.pub], keys/host_<k>   generated keys
   sshd/<k>.conf, sshd/<k>.pid, sshd/<k>.log      one daemon per 16 addresses
   dispatch            sshd ForceCommand: routes a session to the addressed node
-  lib.sh, bin/{cat,grep,pgrep}   the nodes' view of host tools (sim/nodefs.py)
+  lib.sh, lib-cat.sh, bin/{cat,grep,pgrep}   the nodes' view of host tools (sim/nodetools.py)
   nodes/<name>/bin    the node's tool stubs (first on its PATH), fn/<tool>.sh and fast.sh
                       the same tools as shell functions, root/ its files, climb.sh its
                       climbing counters; by-addr/<ip> -> ../nodes/<name>
@@ -33,7 +33,8 @@ import yaml
 
 from nodegate.errors import ConfigError
 from nodegate.sim.model import FleetModel, SimNode, load_model
-from nodegate.sim.nodefs import HOST_PATH, LIB, MARK, NODE_TOOLS, TreeWriter, node_tool_stub
+from nodegate.sim.nodefs import TreeWriter
+from nodegate.sim.nodetools import HOST_PATH, LIBS, MARK, NODE_TOOLS, fast_shim, node_tool_stub
 from nodegate.sim.tools import (
     SimTool,
     known_faults,
@@ -62,7 +63,6 @@ if [ -r "$NG_NODE/slow" ]; then read -r ng_s < "$NG_NODE/slow"; sleep "$ng_s"; f
 PATH="$NG_NODE/bin:{root}/bin:{host_path}"
 export PATH
 if [ -n "${{BASH_VERSION:-}}" ] && [ "${{SSH_ORIGINAL_COMMAND:-}}" = {launcher} ]; then
-  . "{root}/lib.sh"
   . "$NG_NODE/fast.sh"
   . /dev/stdin
   exit $?
@@ -145,9 +145,10 @@ class Fleet:
         (self.root / "dispatch").write_text(
             DISPATCH.format(root=self.root, launcher=shlex.quote(LAUNCHER), host_path=HOST_PATH)
         )
-        (self.root / "lib.sh").write_text(LIB)
+        for name, lib in LIBS.items():
+            (self.root / name).write_text(lib)
         for tool in NODE_TOOLS:
-            _write_exec(self.root / "bin" / tool, node_tool_stub(self.root / "lib.sh", tool))
+            _write_exec(self.root / "bin" / tool, node_tool_stub(self.root, tool))
         trees = TreeWriter()
 
         serving = [n for n in model.nodes if n.fault("unreachable") is None]
@@ -214,11 +215,7 @@ class Fleet:
             for name, script in p.scripts(n).items():
                 _write_exec(d / "bin" / name, script)
         # The node's view of host tools runs in-shell unless a fault put a stub of its own first.
-        fast += [
-            f'ngsim_{t}() {{ ngsim_node_{t} "$@"; }}\n'
-            for t in NODE_TOOLS
-            if not (d / "bin" / t).exists()
-        ]
+        fast += [fast_shim(self.root, t) for t in NODE_TOOLS if not (d / "bin" / t).exists()]
         (d / "fast.sh").write_text("\n".join(fast))
         entries = {path: e for p in providers() for path, e in p.files(n).items()}
         (d / "root").mkdir()
