@@ -25,7 +25,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ import yaml
 
 from nodegate.errors import ConfigError
 from nodegate.sim.model import FleetModel, SimNode, load_model
-from nodegate.sim.nodefs import TreeWriter
+from nodegate.sim.nodefs import Entry, TreeWriter
 from nodegate.sim.nodetools import HOST_PATH, LIBS, MARK, NODE_TOOLS, fast_shim, node_tool_stub
 from nodegate.sim.tools import (
     SimTool,
@@ -149,7 +150,7 @@ class Fleet:
             (self.root / name).write_text(lib)
         for tool in NODE_TOOLS:
             _write_exec(self.root / "bin" / tool, node_tool_stub(self.root, tool))
-        trees = TreeWriter()
+        writer, trees = TreeWriter(), []
 
         serving = [n for n in model.nodes if n.fault("unreachable") is None]
         groups = [serving[i : i + ADDRS_PER_SSHD] for i in range(0, len(serving), ADDRS_PER_SSHD)]
@@ -176,7 +177,9 @@ class Fleet:
                 f"  User {_user()}",
                 "",
             ]
-            self._build_node(n, trees)
+            trees.append(self._build_node(n))
+            if len(trees) == 64:
+                self._write_trees(writer, trees)
         cfg_lines += [
             "Host *",
             f"  IdentityFile {self.root / 'id_ed25519'}",
@@ -188,12 +191,14 @@ class Fleet:
             "  LogLevel ERROR",
             "",
         ]
+        self._write_trees(writer, trees)
         (self.root / "known_hosts").write_text("\n".join(kh_lines) + "\n")
         (self.root / "ssh_config").write_text("\n".join(cfg_lines))
         self._write_inventory(model)
         (self.root / "model.json").write_text(json.dumps(_model_json(model, port), indent=1) + "\n")
 
-    def _build_node(self, n: SimNode, trees: TreeWriter) -> None:
+    def _build_node(self, n: SimNode) -> tuple[Path, Mapping[str, Entry]]:
+        """Write the node's tools; returns its root and the files to write there."""
         d = self.root / "nodes" / n.name
         (d / "bin").mkdir(parents=True)
         fast = [FAST_TIMEOUT]
@@ -220,13 +225,23 @@ class Fleet:
         entries = {path: e for p in providers() for path, e in p.files(n).items()}
         (d / "root").mkdir()
         (d / MARK).symlink_to("root")
-        climb = trees.write(d / "root", entries)
-        if climb:
-            (d / "climb.sh").write_text(climb)
         slow = n.fault("slow")
         if slow is not None:
             (d / "slow").write_text(f"{float(slow.arg or 5):g}\n")
         (self.root / "by-addr" / n.address).symlink_to(Path("..") / "nodes" / n.name)
+        return d / "root", entries
+
+    @staticmethod
+    def _write_trees(writer: TreeWriter, trees: list[tuple[Path, Mapping[str, Entry]]]) -> None:
+        """Nodes' files (hundreds of directories and links each), written by a few threads
+        since each mkdir mostly waits on the filesystem (about 3x faster here); `trees` is
+        emptied, so a large fleet holds a batch of nodes' entries at a time."""
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            climbs = list(pool.map(lambda tree: writer.write(*tree), trees))
+        for (root, _), climb in zip(trees, climbs, strict=True):
+            if climb:
+                (root.parent / "climb.sh").write_text(climb)
+        trees.clear()
 
     def _sshd_conf(self, k: int, group: Sequence[SimNode], key: Path, port: int) -> str:
         lines = [f"ListenAddress {n.address}:{port}" for n in group] + [
