@@ -3,14 +3,24 @@ mlxlink say (parsed by the real parsers) is what the node's sysfs says, faults i
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from nodegate.parsers.flint import parse_flint_query
 from nodegate.parsers.ib_sysfs import parse_ib_sysfs
 from nodegate.parsers.ibstat import parse_ibstat
 from nodegate.parsers.ibv_devinfo import parse_ibv_devinfo
 from nodegate.parsers.perfquery import parse_perfquery
 from nodegate.sim.model import Fault, SimNode
+from nodegate.sim.nodefs import Counter, Symlink
 from nodegate.sim.tools import hca_diag
 from nodegate.sim.tools.hca import FAULTS, PROVIDER, node_hcas, sysfs_listing
+from nodegate.stages.hca import SYSFS_AGAIN_COMMAND, SYSFS_COMMAND
+
+from tests.integration.conftest import base_model
+from tests.simnode import build, run_script
+
+IB = "/sys/class/infiniband"
+SYSFS_DEV6 = "/sys/devices/pci0000:c7/0000:ca:00.0/infiniband/mlx5_6"
 
 FAULTY = SimNode(
     "gpu007",
@@ -58,5 +68,35 @@ def test_diagnostics_agree_with_sysfs() -> None:
 def test_every_fault_is_registered_and_known_tools_are_rendered() -> None:
     assert set(PROVIDER.faults) == set(FAULTS)
     names = {t.name for t in PROVIDER.tools(FAULTY)}
-    assert names == {"grep", "nvidia-smi", "mlxlink", "ibstat", "ibv_devinfo", "perfquery", "flint"}
-    assert PROVIDER.files(FAULTY) == {"/sys/module/nvidia_peermem/initstate": "live\n"}
+    # no `grep`: the node's real grep reads its /sys (sim/nodefs.py)
+    assert names == {"nvidia-smi", "mlxlink", "ibstat", "ibv_devinfo", "perfquery", "flint"}
+    files = PROVIDER.files(FAULTY)
+    assert files["/sys/module/nvidia_peermem/initstate"] == "live\n"
+    links = {p: e for p, e in files.items() if isinstance(e, Symlink)}
+    assert sorted(p for p in links if p.startswith(IB)) == [
+        f"{IB}/{d}" for d in [f"mlx5_{i}" for i in (0, 1, 3, 4, 5, 6, 7)] + ["mlx5_bond_0"]
+    ]  # mlx5_2 is missing
+    pci0 = "../../devices/pci0000:15/0000:18:00.0/infiniband/mlx5_0"
+    assert links[f"{IB}/mlx5_0"] == Symlink(pci0)
+    assert files[f"{SYSFS_DEV6}/ports/1/counters/symbol_error"] == Counter(1021, 66)
+    assert files[f"{SYSFS_DEV6}/ports/1/counters/port_rcv_errors"] == "14\n"
+    peerless = SimNode("gpu008", 7, "127.0.0.8", {}, {}, (Fault("peermem_missing"),))
+    assert "/sys/module/nvidia_peermem/initstate" not in PROVIDER.files(peerless)
+
+
+def test_the_node_greps_what_the_checks_fixture_says(tmp_path: Path) -> None:
+    """The check unit tests feed `sysfs_listing`; a node answers the stage's commands from its
+    tree with the real grep: the same lines (a counters directory in the filesystem's order),
+    and the second read sees the symbol errors climbed."""
+    model = base_model(7, faults={"gpu007": [{k.kind: k.arg} for k in FAULTY.faults]})
+    model["overrides"] = {"gpu007": dict(FAULTY.hw)}
+    fleet = build(tmp_path, model)
+    first, again = run_script(fleet, "gpu007", [SYSFS_COMMAND, SYSFS_AGAIN_COMMAND])
+    devs = node_hcas(FAULTY)
+    for out, read in ((first, 0), (again, 1)):
+        want = sysfs_listing(devs, read)
+        assert (out.rc, out.stderr) == (0, "")
+        assert sorted(out.stdout.splitlines()) == sorted(want.splitlines())
+        kept = [ln for ln in out.stdout.splitlines() if "/counters/" not in ln]
+        assert kept == [ln for ln in want.splitlines() if "/counters/" not in ln]
+    assert f"{IB}/mlx5_6/ports/1/counters/symbol_error:1087" in again.stdout.splitlines()

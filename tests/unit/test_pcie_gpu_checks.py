@@ -11,6 +11,7 @@ import pytest
 from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import Profile, load_profile_file
 from nodegate.sim.model import Fault, SimNode
+from nodegate.sim.tools import answer
 from nodegate.sim.tools import pcie_gpu as sim
 from nodegate.stages.pcie_gpu import STAGE
 from nodegate.stages.pcie_gpu.checks import CHECKS
@@ -37,9 +38,7 @@ def sim_outputs(profile: Profile, faults: tuple[Fault, ...] = ()) -> dict[str, C
     out = {}
     for spec in STAGE.commands(None, profile):  # type: ignore[arg-type]
         argv = shlex.split(spec.cmd)
-        tool = tools[argv[0]]
-        r = tool.answers.get(" ".join(argv[1:]), tool.fallback)
-        assert r is not None, spec.cmd
+        r = answer(tools[argv[0]], argv[1:])
         out[spec.id] = CommandResult(
             spec.id,
             spec.cmd,

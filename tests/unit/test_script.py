@@ -65,7 +65,7 @@ for _ in 1 2 3 4 5; do
   rest=$(timeout 2 cat "/proc/$pid/fd/0" 2>/dev/null) && [ -n "$rest" ] && break
   pid=$(cut -d' ' -f4 "/proc/$pid/stat")
 done
-n=$(printf '%s' "$rest" | grep -o '@@[0-9a-f]\{32\}\|ng_n=[0-9a-f]\{32\}' |
+n=$(printf '%s' "$rest" | grep -o '@@[0-9a-f]\{32\}\|_nf_n=[0-9a-f]\{32\}' |
   head -n1 | tr -dc '0-9a-f')
 echo "learnt=[$n] rest=${#rest}"
 if [ -n "$n" ]; then

@@ -23,39 +23,83 @@ LINE = "-" * 87
 EFFICIENCY = 0.965  # large-message RDMA write efficiency on an NDR/HDR link (~96-97 %)
 
 
+# ib_write_bw's options (perftest 4.5 / 24.x, src/perftest_parameters.c): short ones that take
+# a value, long ones that take a value (`--opt=v` or `--opt v`), and flags. Anything else fails
+# as perftest's parser does (getopt's message, then its own), rc 1.
+VALUE_SHORT = {
+    "d": "dev", "i": "ib_port", "p": "port", "s": "size", "n": "iters", "D": "duration",
+    "q": "qps", "m": "mtu", "x": "gid", "t": "tx_depth", "c": "connection", "I": "inline",
+    "S": "sl", "Q": "cq_mod", "T": "tos", "u": "qp_timeout", "l": "post_list",
+}  # fmt: skip
+VALUE_LONG = {
+    "ib-dev": "dev", "ib-port": "ib_port", "port": "port", "size": "size", "iters": "iters",
+    "duration": "duration", "qp": "qps", "mtu": "mtu", "gid-index": "gid",
+    "tx-depth": "tx_depth", "connection": "connection", "inline_size": "inline", "sl": "sl",
+    "cq-mod": "cq_mod", "tos": "tos", "post_list": "post_list", "use_cuda": "cuda",
+    "use_cuda_bus_id": "cuda_bus", "source_ip": "source_ip",
+}  # fmt: skip
+FLAG_SHORT = {"a": "all", "b": "bidir", "F": "cpu_freq", "R": "rdma_cm", "z": "com_rdma_cm",
+              "N": "no_peak", "e": "events"}  # fmt: skip
+FLAG_LONG = {
+    "all": "all", "bidirectional": "bidir", "CPU-freq": "cpu_freq", "rdma_cm": "rdma_cm",
+    "com_rdma_cm": "com_rdma_cm", "noPeak": "no_peak", "events": "events",
+    "report_gbits": "gbits", "report-both": "report_both", "run_infinitely": "infinitely",
+    "use_cuda_dmabuf": "cuda_dmabuf", "use_hugepages": "hugepages", "odp": "odp",
+    "reversed": "reversed", "perform_warm_up": "warm_up", "ipv6": "ipv6",
+    "mr_per_qp": "mr_per_qp", "disable_pcie_relaxed": "no_relaxed",
+}  # fmt: skip
+INTS = ("port", "size", "iters", "qps", "duration")
+
+
+class BadArgs(Exception):
+    """What getopt printed for a bad option (perftest's own lines follow it)."""
+
+
 def parse_args(argv: list[str]) -> dict[str, object]:
+    """ib_write_bw's argv -> options (`host`: the server to connect to, for a client)."""
     opts: dict[str, object] = {"port": 18515, "size": 65536, "iters": 5000, "qps": 1}
     i = 0
-    with_value = {
-        "-d": "dev",
-        "-i": "ib_port",
-        "-p": "port",
-        "-s": "size",
-        "-n": "iters",
-        "-D": "duration",
-        "-q": "qps",
-        "-m": "mtu",
-        "-x": "gid",
-    }
     while i < len(argv):
         a = argv[i]
-        if a in with_value:
-            opts[with_value[a]] = argv[i + 1]
-            i += 2
-            continue
-        if a.startswith("--use_cuda="):
-            opts["cuda"] = a.split("=", 1)[1]
-        elif a == "-b":
-            opts["bidir"] = True
-        elif a == "--report_gbits":
-            opts["gbits"] = True
-        elif a.startswith("-"):
-            pass  # -F, -a, ... accepted and ignored
+        i += 1
+        if a.startswith("--"):
+            name, eq, value = a[2:].partition("=")
+            if name in FLAG_LONG and not eq:
+                opts[FLAG_LONG[name]] = True
+            elif name in VALUE_LONG:
+                if not eq:
+                    if i >= len(argv):
+                        raise BadArgs(f"ib_write_bw: option '{a}' requires an argument")
+                    value, i = argv[i], i + 1
+                opts[VALUE_LONG[name]] = value
+            else:
+                raise BadArgs(f"ib_write_bw: unrecognized option '{a}'")
+        elif a.startswith("-") and len(a) > 1:
+            k = 1
+            while k < len(a):
+                c = a[k]
+                k += 1
+                if c in FLAG_SHORT:
+                    opts[FLAG_SHORT[c]] = True
+                elif c in VALUE_SHORT:
+                    if k < len(a):
+                        value = a[k:]
+                    elif i < len(argv):
+                        value, i = argv[i], i + 1
+                    else:
+                        raise BadArgs(f"ib_write_bw: option requires an argument -- '{c}'")
+                    opts[VALUE_SHORT[c]] = value
+                    break
+                else:
+                    raise BadArgs(f"ib_write_bw: invalid option -- '{c}'")
         else:
             opts["host"] = a
-        i += 1
-    for k in ("port", "size", "iters", "qps"):
-        opts[k] = int(str(opts[k]))
+    for key in INTS:
+        if key in opts:
+            try:
+                opts[key] = int(str(opts[key]))
+            except ValueError:
+                raise BadArgs(f" Invalid {key} value: {opts[key]}") from None
     return opts
 
 
@@ -238,7 +282,17 @@ def client(o: dict[str, object], me: dict[str, object]) -> int:
 def main(argv: list[str]) -> int:
     if not argv or argv[0] != "ib_write_bw":
         return fail("usage: perftest_sim.py ib_write_bw [options] [host]", rc=2)
-    o = parse_args(argv[1:])
+    try:
+        o = parse_args(argv[1:])
+    except BadArgs as exc:
+        # perftest: getopt's line, then " Invalid Command or flag." (parser.c), exit 1
+        return fail(
+            str(exc),
+            " Invalid Command or flag.",
+            " Please check command line and run again.",
+            "",
+            " Parser function exited with Error",
+        )
     me = model()
     return client(o, me) if "host" in o else serve(o, me)
 

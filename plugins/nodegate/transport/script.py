@@ -41,19 +41,20 @@ DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 
 # Read the whole script, then stdin is /dev/null: the running script is only in bash's memory.
 LAUNCHER = "exec bash --noprofile --norc -c " + shlex.quote(
-    'ng_s=$(</dev/stdin); exec </dev/null; eval "$ng_s"'
+    '_nf_s=$(</dev/stdin); exec </dev/null; eval "$_nf_s"'
 )
 
-# The frame writer, defined once per script: `ng_f ID RC T0 T1`. A sentinel byte appended to
+# The frame writer, defined once per script: `_nf_f ID RC T0 T1` (its names start `_nf_`,
+# kept apart from any a node's shell functions use). A sentinel byte appended to
 # each file survives `$(<file)` (which drops trailing newlines); flags say what went wrong:
 # o/e the sentinel could not be appended (the file is at its cap), O/E NUL bytes were dropped.
-_FRAME_FN = r"""ng_f() {
+_FRAME_FN = r"""_nf_f() {
   local o e fl=
-  printf x >>"$ng_p.$1.o" 2>/dev/null || fl+=o
-  printf x >>"$ng_p.$1.e" 2>/dev/null || fl+=e
-  { o=$(<"$ng_p.$1.o"); } 2>|"$ng_p.w"; [ -s "$ng_p.w" ] && fl+=O
-  { e=$(<"$ng_p.$1.e"); } 2>|"$ng_p.w"; [ -s "$ng_p.w" ] && fl+=E
-  printf '@@%s F %s %s %s %s %d %d %s\n%s%s' "$ng_n" "$1" "$2" "$3" "$4" "${#o}" "${#e}" \
+  printf x >>"$_nf_p.$1.o" 2>/dev/null || fl+=o
+  printf x >>"$_nf_p.$1.e" 2>/dev/null || fl+=e
+  { o=$(<"$_nf_p.$1.o"); } 2>|"$_nf_p.w"; [ -s "$_nf_p.w" ] && fl+=O
+  { e=$(<"$_nf_p.$1.e"); } 2>|"$_nf_p.w"; [ -s "$_nf_p.w" ] && fl+=E
+  printf '@@%s F %s %s %s %s %d %d %s\n%s%s' "$_nf_n" "$1" "$2" "$3" "$4" "${#o}" "${#e}" \
     "${fl:--}" "$o" "$e"
 }"""
 
@@ -96,15 +97,15 @@ def build_script(
     now = '"${EPOCHREALTIME:-$SECONDS}"'
     blocks = max_bytes // 1024 + 1  # ulimit -f counts 1 KiB blocks in bash
     lines = [
-        "set +e +u -C",
+        "set +e +u",
         "export LC_ALL=C",
         "umask 077",
         "trap '' XFSZ",  # a capped write fails (EFBIG) instead of killing the writer
         f"ulimit -f {blocks} 2>/dev/null",
-        f"ng_n={n}",
-        'ng_t=/dev/shm; { [ -d "$ng_t" ] && [ -w "$ng_t" ]; } || ng_t=${TMPDIR:-/tmp}',
-        'ng_p="$ng_t/.nodegate-$ng_n"',
-        """trap 'rm -f -- "$ng_p".*' EXIT""",
+        f"_nf_n={n}",
+        '_nf_t=/dev/shm; { [ -d "$_nf_t" ] && [ -w "$_nf_t" ]; } || _nf_t=${TMPDIR:-/tmp}',
+        '_nf_p="$_nf_t/.nodegate-$_nf_n"',
+        """trap 'rm -f -- "$_nf_p".*' EXIT""",
         _FRAME_FN,
     ]
     for spec in specs:
@@ -112,12 +113,12 @@ def build_script(
             raise ValueError(f"command id {spec.id!r} must be unique and [A-Za-z0-9_.:-]+")
         seen.add(spec.id)
         lines += [
-            f'ng_0={now}; printf \'@@%s B %s %s\\n\' "$ng_n" {spec.id} "$ng_0"',
-            f'{_invocation_of(spec.cmd, spec.timeout_s)} </dev/null >"$ng_p.{spec.id}.o" '
-            f'2>"$ng_p.{spec.id}.e"; ng_rc=$?',
-            f'ng_f {spec.id} "$ng_rc" "$ng_0" {now}',
+            f'_nf_0={now}; printf \'@@%s B %s %s\\n\' "$_nf_n" {spec.id} "$_nf_0"',
+            f'{_invocation_of(spec.cmd, spec.timeout_s)} </dev/null >"$_nf_p.{spec.id}.o" '
+            f'2>"$_nf_p.{spec.id}.e"; _nf_rc=$?',
+            f'_nf_f {spec.id} "$_nf_rc" "$_nf_0" {now}',
         ]
-    lines.append("printf '@@%s DONE\\n' \"$ng_n\"")
+    lines.append("printf '@@%s DONE\\n' \"$_nf_n\"")
     text = "\n".join(lines) + "\n"
     return StageScript(nonce=n, text=text, specs=tuple(specs), max_bytes=max_bytes)
 

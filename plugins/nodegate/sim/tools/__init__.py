@@ -3,15 +3,26 @@
 Each provider module (one per stage) turns a node's model into tools and files. Outputs are
 precomputed so a simulated command costs one `sh` and one `cat`, not a Python start: at 1,024
 nodes the 2 cores are shared with every sshd.
+
+A tool answers its *arguments* the way the real tool would, never a stage's command line: the
+answers are keyed by the real tool's argument forms (`nvidia-smi -q`); a `prelude` parses what
+the real tool accepts in other spellings or orders (`--query`, options in any order, `--opt=v`)
+into that form, or fails as the real tool fails on a bad option. Arguments it has no answer
+for print the tool's own bad-arguments answer (`usage`, rc non-zero; `<tool>: invalid
+arguments` where the corpus does not hold the tool's wording), plus a `nodegate-sim:` line on
+stderr naming what it does answer: never a healthy output for something else. Files are no
+tool's answers: a node's `cat` and `grep` read its own tree (sim/nodefs.py).
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterable, Mapping
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodegate.sim.model import SimNode
+from nodegate.sim.nodefs import Entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,14 +34,18 @@ class Response:
 
 @dataclass(frozen=True, slots=True)
 class SimTool:
-    """A tool's answers keyed by its exact argument string (`"$*"`), plus a fallback."""
+    """A tool's answers keyed by its argument string (`"$*"`) in the real tool's form.
+
+    `prelude`: POSIX sh run first with the arguments in "$@": it may `set --` them to the form
+    the answers are keyed by, or print and `return` (a parse error, or an answer it computes).
+    `usage`: what the real tool answers to arguments it rejects. `fallback`: the answer to
+    every other argument string (a node without GPUs: "No devices were found", rc 6)."""
 
     name: str
     answers: Mapping[str, Response]
     fallback: Response | None = None
-    # Arguments it has no answer for run the host's real tool (a host tool like grep that one
-    # stage simulates for its own command lines only).
-    passthrough: bool = False
+    prelude: str = ""
+    usage: Response | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,35 +54,81 @@ class Provider:
 
     name: str
     tools: Callable[[SimNode], Iterable[SimTool]]
-    files: Callable[[SimNode], Mapping[str, str]] = field(default=lambda n: {})
+    # Files under its fake root, by absolute path (read by the node's cat and grep).
+    files: Callable[[SimNode], Mapping[str, Entry]] = field(default=lambda n: {})
     faults: Mapping[str, str] = field(default_factory=dict)
     # Tools that must run for real (servers, clients): name -> stub script, no fast path.
     scripts: Callable[[SimNode], Mapping[str, str]] = field(default=lambda n: {})
 
 
+# nvidia-smi's answer to arguments it rejects (stdout, rc 2 "a supplied argument or flag is
+# invalid", nvidia-smi(1) RETURN VALUE).
+NVIDIA_SMI_USAGE = Response(
+    "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n", rc=2
+)
+
 GARBAGE = "\x1b[31m#!%@ segfault?? 0xdeadbeef\n\x00\x01 ~~~ :: ::\n<<<<<<<< unexpected\n"
 
 
-def unsupported(tool: str) -> Response:
-    return Response(stderr=f"{tool}: simulated tool does not support these arguments\n", rc=2)
+def bad_arguments(tool: str, rc: int = 2) -> Response:
+    """A bad-arguments answer for a tool whose own wording the corpus does not hold."""
+    return Response(stderr=f"{tool}: invalid arguments\n", rc=rc)
+
+
+def getopt_error(tool: str, opt: str, then: str = "") -> str:
+    """Shell: GNU getopt's message for bad option `opt` (a shell word: the long option, or
+    the letter of a short one), and `then` (a line, e.g. coreutils' "Try ... --help")."""
+    t = shlex.quote(tool)
+    lines = [
+        f"case {opt} in --*) printf \"%s: unrecognized option '%s'\\n\" {t} {opt} >&2 ;;",
+        f"  *) printf \"%s: invalid option -- '%s'\\n\" {t} {opt} >&2 ;; esac",
+    ]
+    if then:
+        lines.append(f"printf '%s\\n' {shlex.quote(then)} >&2")
+    return "\n".join(lines)
 
 
 def _faulty(tool: str, node: SimNode) -> bool:
     return any(node.faulty_tool(k, tool) for k in ("missing", "hang", "garbage"))
 
 
-def _case(tool: SimTool, end: str) -> list[str]:
-    """`case "$*"` over the tool's answers; `end` is `exit` (script) or `return` (function)."""
+def _case(tool: SimTool) -> list[str]:
+    """`case "$*"` over the tool's answers, in a function (hence `return`)."""
     lines = ['case "$*" in']
     for args, resp in sorted(tool.answers.items()):
-        lines.append(f"{shlex.quote(args)}) {_emit(resp, end)};;")
-    if tool.fallback is None and tool.passthrough:
-        real = f'PATH=${{PATH#"$NG_NODE/bin:"}} command {shlex.quote(tool.name)} "$@"'
-        lines.append(f"*) ({real}); {end} $?;;")
+        lines.append(f"{shlex.quote(args)}) {_emit(resp)};;")
+    if tool.fallback is not None:
+        lines.append(f"*) {_emit(tool.fallback)};;")
     else:
-        lines.append(f"*) {_emit(tool.fallback or unsupported(tool.name), end)};;")
+        bad = tool.usage or bad_arguments(tool.name)
+        forms = "; ".join(a or "(no arguments)" for a in sorted(tool.answers)) or "nothing"
+        note = (
+            "printf 'nodegate-sim: %s: not simulated (answers: %s)\\n' "
+            f'{shlex.quote(tool.name)}" $ng_asked" {shlex.quote(forms)} >&2'
+        )
+        lines.append(f"*) {_emit(bad, note)};;")
     lines.append("esac")
     return lines
+
+
+def _function(tool: SimTool) -> str:
+    prelude = [ln for ln in tool.prelude.splitlines() if ln.strip()]
+    body = "\n".join("  " + ln for ln in ['ng_asked="$*"', *prelude, *_case(tool)])
+    return f"{function_name(tool.name)}() {{\n{body}\n}}\n"
+
+
+def function_name(tool: str) -> str:
+    return f"ngsim_{tool.replace('-', '_')}"
+
+
+def answer(tool: SimTool, args: Sequence[str]) -> Response:
+    """What the healthy simulated tool answers to `args`: its shell function run by `sh`
+    (for tests that judge a stage's outputs without a fleet)."""
+    script = f'{_function(tool)}{function_name(tool.name)} "$@"\n'
+    p = subprocess.run(
+        ["sh", "-s", "--", *args], input=script, capture_output=True, text=True, check=False
+    )
+    return Response(p.stdout, p.stderr, p.returncode)
 
 
 def render_tool(tool: SimTool, node: SimNode) -> str:
@@ -80,7 +141,7 @@ def render_tool(tool: SimTool, node: SimNode) -> str:
     elif node.faulty_tool("garbage", tool.name):
         lines.append(f"printf '%s' {shlex.quote(GARBAGE)}")
     else:
-        lines += _case(tool, "exit")
+        lines += [_function(tool).rstrip("\n"), f'{function_name(tool.name)} "$@"', "exit $?"]
     return "\n".join(lines) + "\n"
 
 
@@ -89,18 +150,17 @@ def render_function(tool: SimTool, node: SimNode) -> str | None:
     tool, which must go through the real `timeout` and its stub script."""
     if _faulty(tool.name, node):
         return None
-    body = "\n".join("  " + ln for ln in _case(tool, "return"))
-    return f"ngsim_{tool.name.replace('-', '_')}() {{\n{body}\n}}\n"
+    return _function(tool)
 
 
-def _emit(r: Response, end: str) -> str:
+def _emit(r: Response, *extra: str) -> str:
     # Outputs are embedded and printed by the builtin printf: no exec per simulated command.
     parts = []
     if r.stdout:
         parts.append(f"printf '%s' {shlex.quote(r.stdout)}")
     if r.stderr:
         parts.append(f"printf '%s' {shlex.quote(r.stderr)} >&2")
-    parts.append(f"{end} {r.rc}")
+    parts += [*extra, f"return {r.rc}"]
     return "; ".join(parts)
 
 
@@ -113,8 +173,8 @@ def providers() -> list[Provider]:
 
 def node_tools(node: SimNode) -> list[SimTool]:
     """Every provider's tools for `node`; a tool two stages simulate (`nvidia-smi` answers
-    `-q -x` for pcie_gpu and `topo -m` for hca) gets the union of their answers (the earlier
-    stage wins on the same arguments)."""
+    `-q` for pcie_gpu and `topo -m` for hca) gets the union of their answers and preludes
+    (the earlier stage wins on the same arguments)."""
     merged: dict[str, SimTool] = {}
     for p in providers():
         for t in p.tools(node):
@@ -122,9 +182,13 @@ def node_tools(node: SimNode) -> list[SimTool]:
             if prev is None:
                 merged[t.name] = t
                 continue
-            answers = {**t.answers, **prev.answers}
+            preludes = [prev.prelude] + ([t.prelude] if t.prelude != prev.prelude else [])
             merged[t.name] = SimTool(
-                t.name, answers, prev.fallback or t.fallback, prev.passthrough or t.passthrough
+                t.name,
+                {**t.answers, **prev.answers},
+                prev.fallback or t.fallback,
+                "\n".join(x for x in preludes if x),
+                prev.usage or t.usage,
             )
     return list(merged.values())
 

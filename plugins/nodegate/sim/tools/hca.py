@@ -1,13 +1,19 @@
-"""Simulated tools and files of the `hca` stage: the /sys/class/infiniband listing `grep` prints
-(two reads: counters may climb between them), `nvidia-smi topo -m`, the nvidia_peermem state.
+"""Simulated tools and files of the `hca` stage: the node's RDMA devices in /sys (a real tree,
+read by the node's `grep` and `cat`: sim/tools/hca_sysfs.py, sim/nodefs.py; symbol errors climb
+between reads), `nvidia-smi topo -m`, `mlxlink`, the nvidia_peermem state.
 
-Formats come from the corpus: the sysfs `path:value` lines and the counter set of a ConnectX-7
-port from sysfs__infiniband-h100-cx7-ndr400-bf3-bond-gpud-fixture-grep.txt (sim/data), the
-topo matrix from nvidia-smi-topo-m__h100-8gpu-vm-tabs-no-nics.txt (tabs, GPU NUMA ID column) with
-the NIC rows and NIC Legend of nvidia-smi-topo-m__a100-sxm4-80gb-8gpu-8nic-roce-...txt.
+Formats come from the corpus: the sysfs values and the counter set of a ConnectX-7 port from
+sysfs__infiniband-h100-cx7-ndr400-bf3-bond-gpud-fixture-grep.txt (sim/data), the topo matrix
+from nvidia-smi-topo-m__h100-8gpu-vm-tabs-no-nics.txt (tabs, GPU NUMA ID column) with the NIC
+rows and NIC Legend of nvidia-smi-topo-m__a100-sxm4-80gb-8gpu-8nic-roce-...txt.
 
 `mlxlink -d <dev> -m -c --json` is the corpus capture mlxlink__json-m-c-cx7-400gbe-osfp-dr4-
 mft4.34.txt (sim/data, verbatim) with the port's speed, state, BER and fault flags substituted.
+
+Arguments (sim/tools/__init__.py: anything else fails, rc non-zero): `nvidia-smi topo -m` or
+`topo --matrix`; `mlxlink` with -d/--device DEV, -m/--show_module, -c/--show_counters and
+--json in any order, for a rail HCA; ibstat and ibv_devinfo without arguments, `perfquery -x
+-C DEV -P 1` (the counters as of the second read), `flint -d DEV q` (hca_diag.py).
 
 Hardware key `hca` (all optional): `firmware` (ConnectX-7 fw_ver, default 28.41.1000),
 `frontend` (false drops the BlueField-3 front-end NIC mlx5_bond_0).
@@ -19,12 +25,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 
-from nodegate.parsers.ib_pci import PCI_ATTRS
 from nodegate.sim.model import SimNode
-from nodegate.sim.tools import Provider, Response, SimTool
-from nodegate.stages.hca import SYSFS_AGAIN_COMMAND, SYSFS_COMMAND
+from nodegate.sim.nodefs import Entry
+from nodegate.sim.tools import NVIDIA_SMI_USAGE, Provider, Response, SimTool, bad_arguments
+from nodegate.sim.tools.hca_sysfs import sysfs_listing as sysfs_listing  # the checks' fixture
+from nodegate.sim.tools.hca_sysfs import sysfs_tree
 
-IB = "/sys/class/infiniband"
 RAILS = 8
 CX7_FW = "28.41.1000"
 OLD_FW = "28.37.1014"  # a real ConnectX-7 release (corpus: ibstat a100 mt4126 VF capture)
@@ -134,54 +140,6 @@ def node_hcas(node: SimNode) -> list[Hca]:
     return sorted(devs, key=lambda d: d.name)
 
 
-def _port_lines(d: Hca, files: Iterable[str]) -> list[str]:
-    out = []
-    for name in files:
-        value = {"state": d.state, "phys_state": d.phys_state, "rate": d.rate}.get(name)
-        out.append(f"{IB}/{d.name}/ports/1/{name}:{value or d.link_layer}")
-    return out
-
-
-def _counter_lines(d: Hca, read: int) -> list[str]:
-    values = dict(d.counters)
-    if d.symbol_errors is not None:
-        values["symbol_error"] = d.symbol_errors[read]
-    return [f"{IB}/{d.name}/ports/1/counters/{k}:{v}" for k, v in sorted(values.items())]
-
-
-def _pci_value(d: Hca, attr: str) -> str:
-    """Kernel formats (drivers/pci/pci-sysfs.c): hex ids, decimal widths, pci_speed_string()."""
-    values = {
-        "vendor": "0x15b3",
-        "device": d.pci_device,
-        "numa_node": str(d.numa),
-        "current_link_width": str(d.pcie_width),
-        "max_link_width": "16",
-    }
-    return values.get(attr, "32.0 GT/s PCIe")
-
-
-def sysfs_listing(devs: list[Hca], read: int) -> str:
-    """What `grep -H -r .` prints for the stage's first (0) or second (1) read: pattern by
-    pattern, each glob's matches in sorted order, as the shell expands them."""
-    lines: list[str] = []
-    if read == 0:
-        for attr in ("fw_ver", "board_id", "hca_type", "node_guid"):
-            for d in devs:
-                v = {"fw_ver": d.fw_ver, "board_id": d.board_id, "hca_type": d.hca_type}
-                lines.append(f"{IB}/{d.name}/{attr}:{v.get(attr, d.guid)}")
-    port_files = ("state", "phys_state", "rate") + (("link_layer",) if read == 0 else ())
-    for name in port_files:
-        for d in devs:
-            lines += _port_lines(d, [name])
-    for d in devs:
-        lines += _counter_lines(d, read)
-    if read == 0:
-        for attr in PCI_ATTRS:
-            lines += [f"{IB}/{d.name}/device/{attr}:{_pci_value(d, attr)}" for d in devs]
-    return "\n".join(lines) + "\n"
-
-
 _LEGEND = """
 Legend:
 
@@ -248,22 +206,30 @@ def mlxlink_json(d: Hca, template: str) -> str:
     return out
 
 
-def _args(cmd: str) -> str:
-    """The argument string the `grep` stub sees: unmatched globs stay literal in sh."""
-    return cmd.removeprefix("grep ").removesuffix(" 2>/dev/null")
+TOPO_PRELUDE = """case "$*" in "topo --matrix") set -- topo -m ;; esac"""
+# mlxlink's options in any order: -d/--device DEV, -m/--show_module, -c/--show_counters, --json.
+MLXLINK_PRELUDE = """ng_d= ng_m= ng_c= ng_j= ng_x= ng_next=
+for ng_a do
+  if [ -n "$ng_next" ]; then ng_d=$ng_a; ng_next=; continue; fi
+  case $ng_a in
+    -d|--device) ng_next=1 ;;
+    -m|--show_module) ng_m=-m ;;
+    -c|--show_counters) ng_c=-c ;;
+    --json) ng_j=--json ;;
+    *) ng_x=1 ;;
+  esac
+done
+[ -n "$ng_x$ng_next" ] || [ -z "$ng_d" ] || set -- -d "$ng_d" $ng_m $ng_c $ng_j"""
 
 
 def tools(node: SimNode) -> Iterable[SimTool]:
     devs = node_hcas(node)
     yield SimTool(
-        "grep",
-        {
-            _args(SYSFS_COMMAND): Response(sysfs_listing(devs, 0)),
-            _args(SYSFS_AGAIN_COMMAND): Response(sysfs_listing(devs, 1)),
-        },
-        passthrough=True,
+        "nvidia-smi",
+        {"topo -m": Response(topo_matrix(devs))},
+        prelude=TOPO_PRELUDE,
+        usage=NVIDIA_SMI_USAGE,
     )
-    yield SimTool("nvidia-smi", {"topo -m": Response(topo_matrix(devs))})
     from nodegate.sim.tools import hca_diag  # it builds on Hca: imported here, not at the top
 
     yield from hca_diag.tools(devs)
@@ -275,13 +241,17 @@ def tools(node: SimNode) -> Iterable[SimTool]:
             for d in devs
             if d.name.startswith("mlx5_") and d.link_layer == "InfiniBand"
         },
+        prelude=MLXLINK_PRELUDE,
+        usage=bad_arguments("mlxlink", 1),
     )
 
 
-def files(node: SimNode) -> dict[str, str]:
-    if node.fault("peermem_missing") is not None:
-        return {}
-    return {"/sys/module/nvidia_peermem/initstate": "live\n"}
+def files(node: SimNode) -> dict[str, Entry]:
+    """The node's RDMA devices in /sys (read by the node's real `grep`/`cat`), peermem state."""
+    out = sysfs_tree(node_hcas(node))
+    if node.fault("peermem_missing") is None:
+        out["/sys/module/nvidia_peermem/initstate"] = "live\n"
+    return out
 
 
 PROVIDER = Provider(name="hca", tools=tools, files=files, faults=FAULTS)

@@ -4,6 +4,8 @@
 Layouts are the corpus captures' (tests/fixtures/corpus/net): ibstat__h100-cx7-ndr400-ib-cx6dx-
 ports-down (tabs), ibv_devinfo__cx7-ndr-port-down-mt0000000838-excerpt (spaces as published),
 perfquery__x-extended-edr-hca, flint__q-bluefield2-dpu-fs4-secure-fw-24.33; values substituted.
+Arguments answered: `ibstat` and `ibv_devinfo` alone, `perfquery -x -C <dev> -P 1` (the
+counters as of the hca stage's second read), `flint -d <dev> q`; anything else fails (rc 2).
 """
 
 from __future__ import annotations

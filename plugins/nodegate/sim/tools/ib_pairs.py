@@ -1,5 +1,10 @@
 """Simulated tools of the `ib_pairs` stage: a real `ib_write_bw` server and client
-(sim/perftest_sim.py, over loopback between the nodes' own addresses) and `numactl`.
+(sim/perftest_sim.py, over loopback between the nodes' own addresses; its options parsed as
+perftest's, an unknown flag fails as perftest fails) and `numactl` (see NUMACTL).
+
+`ss`, `pgrep` and `kill` are the host's own: a simulated node sees every socket and process of
+the host, its peers' included (the stage waits on its own server's PID in `ss`; a stray
+`ib_write_bw` left on one node shows in every node's `pgrep`).
 
 Hardware key `ib_pairs` (all optional): `rails` (number of rails, default 8, devices mlx5_0..),
 `rate_gbps` (default 400). Ports that the hca provider degrades (HDR, 2X) run at their rate.
@@ -28,11 +33,46 @@ FAULTS = {
     "bad_link": "traffic between this node's leaf and leaf ARG runs at half rate",
 }
 
+# numactl 2.x: getopt_long with "+" (the command starts at the first non-option); the policy
+# options take node lists, checked against the board's NUMA nodes (0-1, topo -m); the query
+# options (--hardware, --show) are not simulated. Bad usage: its message and usage, rc 1.
 NUMACTL = """#!/bin/sh
-# simulated numactl: accept the binding options, run the command
+# simulated numactl: parse the policy options as numactl does, then run the command
+usage() {
+  cat >&2 <<'EOF'
+usage: numactl [--all | -a] [--balancing | -b] [--interleave= | -i <nodes>]
+               [--preferred= | -p <node>] [--physcpubind= | -C <cpus>]
+               [--cpunodebind= | -N <nodes>] [--membind= | -m <nodes>]
+               [--localalloc | -l] command args ...
+EOF
+  exit 1
+}
+nodes() {
+  case $1 in
+    0|1|0,1|1,0|0-1|all) ;;
+    *) printf 'libnuma: Warning: node argument %s is out of range\\n\\n' "$1" >&2; usage ;;
+  esac
+}
 while [ $# -gt 0 ]; do
-  case $1 in --*=*|-l|--localalloc) shift ;; *) break ;; esac
+  case $1 in
+    --cpunodebind=*|--membind=*|--interleave=*|--preferred=*) nodes "${1#*=}" ;;
+    --physcpubind=*) ;;
+    -N|-m|-i|-p|--cpunodebind|--membind|--interleave|--preferred)
+      [ $# -ge 2 ] || usage
+      nodes "$2"; shift ;;
+    -C|--physcpubind) [ $# -ge 2 ] || usage; shift ;;
+    -N?*|-m?*|-i?*|-p?*) nodes "${1#-?}" ;;
+    -C?*|-l|--localalloc|-a|--all|-b|--balancing) ;;
+    -H|--hardware|-s|--show)
+      echo "numactl $1: not simulated (nodegate sim)" >&2; exit 1 ;;
+    --) shift; break ;;
+    --*) printf "numactl: unrecognized option '%s'\\n" "$1" >&2; usage ;;
+    -?*) printf "numactl: invalid option -- '%s'\\n" "${1#-}" >&2; usage ;;
+    *) break ;;
+  esac
+  shift
 done
+[ $# -gt 0 ] || usage
 exec "$@"
 """
 

@@ -6,6 +6,19 @@ Hardware keys (fleet model `hardware:` / `overrides:`):
   nvidia_driver  shared with the reach stage; printed by nvidia-smi and dcgmi
 Faults take an optional GPU index (default 3), e.g. `{gpu_pcie_x8: 5}`; `xid` takes the code,
 optionally `CODE@GPU` (`{xid: "79@2"}`); `sxid` the NVSwitch code, optionally `CODE:fatal`.
+
+What each tool answers (sim/tools/__init__.py: anything else fails, rc non-zero, with the
+tool's bad-arguments answer and a `nodegate-sim:` line naming what it answers):
+  nvidia-smi   -q | --query, nvlink -s | nvlink --status (invalid arguments: its own message,
+               rc 2); a node without GPUs: "No devices were found", rc 6, whatever it is asked
+  lspci        -vvv, as one cluster or several (-v -vv); other options are not simulated
+  journalctl   -k | --dmesg with -o/--output short-iso, in any order, with any --since/-S,
+               --until/-U window (the log holds only what the faults put there), --no-pager,
+               -q, -b; without -k or in another output format: not simulated
+  systemctl    status | is-active of nvidia-fabricmanager[.service], --no-pager anywhere;
+               status of another unit: "Unit X.service could not be found." rc 4, is-active:
+               "inactive" rc 3
+  dcgmi        diag with -r/--run LEVEL and -j/--json in any order, the levels rendered (1-3)
 """
 
 from __future__ import annotations
@@ -13,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nodegate.sim.model import SimNode
-from nodegate.sim.tools import Provider, Response, SimTool
+from nodegate.sim.tools import NVIDIA_SMI_USAGE, Provider, Response, SimTool, bad_arguments
 from nodegate.sim.tools import gpu_render as r
 
 DEFAULT_GPU = 3
@@ -85,6 +98,59 @@ def node_sxids(node: SimNode) -> list[tuple[int, bool]]:
     return out
 
 
+NVSMI_PRELUDE = """case "$*" in
+  --query) set -- -q ;;
+  "nvlink --status") set -- nvlink -s ;;
+esac"""
+# lspci takes -v repeated: -vvv, -v -vv, -v -v -v (three or more: its most verbose).
+LSPCI_PRELUDE = """ng_v=0
+for ng_a do
+  case $ng_a in -v|-vv|-vvv|-vvvv) ng_v=$((ng_v + ${#ng_a} - 1)) ;; *) ng_v=-99 ;; esac
+done
+[ $ng_v -lt 3 ] || set -- -vvv"""
+JOURNALCTL_PRELUDE = """ng_k= ng_o=short ng_x= ng_next=
+for ng_a do
+  if [ -n "$ng_next" ]; then [ "$ng_next" != o ] || ng_o=$ng_a; ng_next=; continue; fi
+  case $ng_a in
+    -k|--dmesg) ng_k=-k ;;
+    -S|--since|-U|--until) ng_next=t ;;
+    -S?*|--since=*|-U?*|--until=*) ;;
+    -o|--output) ng_next=o ;;
+    -o?*) ng_o=${ng_a#-o} ;;
+    --output=*) ng_o=${ng_a#*=} ;;
+    --no-pager|-q|--quiet|-b|--boot|-b0|--boot=0) ;;
+    *) ng_x=1 ;;
+  esac
+done
+[ -n "$ng_x$ng_next" ] || set -- $ng_k -o "$ng_o"
+"""
+SYSTEMCTL_PRELUDE = """ng_verb= ng_units= ng_x=
+for ng_a do
+  case $ng_a in
+    --no-pager) ;;
+    -*) ng_x=1 ;;
+    *) if [ -z "$ng_verb" ]; then ng_verb=$ng_a; else ng_units="$ng_units ${ng_a%.service}"; fi ;;
+  esac
+done
+if [ -z "$ng_x" ]; then
+  case $ng_verb$ng_units in
+    "status nvidia-fabricmanager"|"is-active nvidia-fabricmanager") set -- $ng_verb$ng_units ;;
+    "status "*" "*|"is-active "*" "*) ;;
+    "status "*) printf 'Unit %s.service could not be found.\\n' "${ng_units# }" >&2; return 4 ;;
+    "is-active "*) printf 'inactive\\n'; return 3 ;;
+  esac
+fi"""
+DCGMI_PRELUDE = """ng_r= ng_j= ng_x= ng_next= ng_i=0
+[ "${1-}" = diag ] || ng_x=1
+for ng_a do
+  ng_i=$((ng_i + 1))
+  [ $ng_i -gt 1 ] || continue
+  if [ -n "$ng_next" ]; then ng_r=$ng_a; ng_next=; continue; fi
+  case $ng_a in -r|--run) ng_next=1 ;; -j|--json) ng_j=1 ;; *) ng_x=1 ;; esac
+done
+[ -n "$ng_x$ng_next" ] || [ -z "$ng_j" ] || [ -z "$ng_r" ] || set -- diag -r "$ng_r" -j"""
+
+
 def tools(node: SimNode) -> Iterable[SimTool]:
     model = str(node.hw.get("gpu_model", "h100-sxm5-80gb"))
     driver = str(node.hw.get("nvidia_driver", r.TEMPLATE_DRIVER))
@@ -96,6 +162,7 @@ def tools(node: SimNode) -> Iterable[SimTool]:
     gm = r.MODELS[model]
     gpus = node_gpus(node)
     nvsmi = r.nvsmi_q(gpus, driver, gm)
+    sxids = node_sxids(node)
     product = next(
         ln.split(" : ", 1)[1].strip()
         for ln in nvsmi.splitlines()
@@ -107,20 +174,34 @@ def tools(node: SimNode) -> Iterable[SimTool]:
             "-q": Response(nvsmi),
             "nvlink -s": Response(r.nvlink_s(gpus, product)),
         },
+        prelude=NVSMI_PRELUDE,
+        usage=NVIDIA_SMI_USAGE,
     )
-    yield SimTool("lspci", {"-vvv": Response(r.lspci_vvv(gpus, gm.device_id))})
-    # Any `journalctl -k ...` window: the simulated log holds only what the faults put there.
-    sxids = node_sxids(node)
-    klog = r.journal_kernel(node.name, gpus, driver, sxids)
-    yield SimTool("journalctl", {}, fallback=Response(klog))
+    yield SimTool(
+        "lspci",
+        {"-vvv": Response(r.lspci_vvv(gpus, gm.device_id))},
+        prelude=LSPCI_PRELUDE,
+        usage=Response(stderr="Usage: lspci [<switches>]\n", rc=1),
+    )
+    yield SimTool(
+        "journalctl",
+        {"-k -o short-iso": Response(r.journal_kernel(node.name, gpus, driver, sxids))},
+        prelude=JOURNALCTL_PRELUDE,
+        usage=bad_arguments("journalctl", 1),
+    )
     running = node.fault("fabricmanager_stopped") is None
     yield SimTool(
         "systemctl",
         {
-            "status nvidia-fabricmanager --no-pager": Response(
+            "status nvidia-fabricmanager": Response(
                 r.fm_status(running, sxids), rc=0 if running else 3
-            )
+            ),
+            "is-active nvidia-fabricmanager": Response(
+                "active\n" if running else "inactive\n", rc=0 if running else 3
+            ),
         },
+        prelude=SYSTEMCTL_PRELUDE,
+        usage=bad_arguments("systemctl", 1),
     )
     test_fail = node.fault("dcgm_test_fail") is not None
     failed = test_fail or any(g.dcgm_fail and not g.missing for g in gpus)
@@ -134,6 +215,8 @@ def tools(node: SimNode) -> Iterable[SimTool]:
             )
             for lvl in r.DCGM_TESTS
         },
+        prelude=DCGMI_PRELUDE,
+        usage=bad_arguments("dcgmi", 1),
     )
 
 
