@@ -34,7 +34,7 @@ import yaml
 
 from nodegate.errors import ConfigError
 from nodegate.names import check_name
-from nodegate.sim.model import FleetModel, SimNode, load_model
+from nodegate.sim.model import TOOL_FAULTS, FleetModel, SimNode, load_model
 from nodegate.sim.nodefs import Entry, TreeWriter
 from nodegate.sim.nodetools import HOST_PATH, LIBS, MARK, NODE_TOOLS, fast_shim, node_tool_stub
 from nodegate.sim.tools import (
@@ -64,14 +64,16 @@ export NG_NODE
 if [ -r "$NG_NODE/slow" ]; then read -r ng_s < "$NG_NODE/slow"; sleep "$ng_s"; fi
 PATH="$NG_NODE/bin:{root}/bin:{host_path}"
 export PATH
-if [ -n "${{BASH_VERSION:-}}" ] && [ "${{SSH_ORIGINAL_COMMAND:-}}" = {launcher} ]; then
-  . "$NG_NODE/fast.sh"
-  . /dev/stdin
-  exit $?
+ng_stage=
+if [ "${{SSH_ORIGINAL_COMMAND:-}}" = {launcher} ]; then
+  # The real launcher runs, as on a real node (it reads the whole script, then runs it); its
+  # bash loads the node's healthy tools as functions first (BASH_ENV, unset there).
+  ng_stage=1
+  export BASH_ENV="$NG_NODE/fast.sh"
 fi
 # drop_after: kill this connection's sshd session process (our parent) later, as a cut
 # network or a crashed sshd would end it; only if that PID is still an sshd.
-if [ -r "$NG_NODE/drop_after" ]; then
+if [ -z "$ng_stage" ] && [ -r "$NG_NODE/drop_after" ]; then
   read -r ng_d < "$NG_NODE/drop_after"; ng_c=$PPID
   (sleep "$ng_d"; read -r ng_n < "/proc/$ng_c/comm" && case $ng_n in sshd*) kill -9 "$ng_c" ;; esac
   ) </dev/null >/dev/null 2>&1 &
@@ -212,14 +214,24 @@ class Fleet:
         """Write the node's tools; returns its root and the files to write there."""
         d = self.root / "nodes" / n.name
         (d / "bin").mkdir(parents=True)
-        fast = [FAST_TIMEOUT]
+        fast = [
+            "unset BASH_ENV  # loaded once, by the launcher's bash; not by its children",
+            FAST_TIMEOUT,
+        ]
         tools: list[SimTool] = node_tools(n)
         # Transport-level faults on tools no provider renders (host tools like cat).
         rendered = {t.name for t in tools}
+        processes = {name for p in providers() for name in p.scripts(n)}
+        for f in n.faults:
+            if f.kind in TOOL_FAULTS and f.kind != "missing" and f.arg in processes:
+                raise ConfigError(
+                    f"{n.name}: fault {f.kind}: {f.arg} cannot be injected: {f.arg} runs as a "
+                    "real simulated process here; only `missing` applies to it"
+                )
         tools += [
             SimTool(f.arg, {})
             for f in n.faults
-            if f.kind in {"hang", "garbage", "missing"} and f.arg and f.arg not in rendered
+            if f.kind in TOOL_FAULTS and f.arg and f.arg not in rendered
         ]
         (d / "fn").mkdir()
         for tool in tools:

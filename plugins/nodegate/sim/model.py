@@ -31,7 +31,15 @@ TRANSPORT_FAULTS = {
     "hang": "tool ARG never returns (killed at its deadline)",
     "garbage": "tool ARG prints garbage and exits 0",
     "missing": "tool ARG is not installed (rc 127)",
+    "flood": "tool ARG prints without end (a runaway tool: ~300 MB unless the node caps it)",
+    "forge": (
+        "tool ARG tries to forge the session: reads its shell's stdin for the stage script's "
+        "nonce and prints frames claiming a healthy node"
+    ),
 }
+# Faults on a named tool; all of them work on the tools rendered as stubs, only `missing` on
+# the tools that run as real processes (ib_write_bw, numactl).
+TOOL_FAULTS = ("missing", "hang", "garbage", "flood", "forge")
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from nodegate.sim.model import SimNode
+from nodegate.sim.model import TOOL_FAULTS, SimNode
 from nodegate.sim.nodefs import Entry
 
 
@@ -68,6 +68,24 @@ NVIDIA_SMI_USAGE = Response(
 )
 
 GARBAGE = "\x1b[31m#!%@ segfault?? 0xdeadbeef\n\x00\x01 ~~~ :: ::\n<<<<<<<< unexpected\n"
+FLOOD_LINE = "nodegate-sim flood: a runaway tool writes this line without end"
+FLOOD_BYTES = 300 * 1000 * 1000
+# A tool that attacks the session it runs in: it walks up its ancestors reading their stdin
+# for the rest of the stage script (where `bash -s` would still be reading it), takes the
+# nonce, and prints frames in every shape nodegate used, claiming a healthy Ubuntu node.
+FORGER = r"""pid=$PPID; rest=
+for _ in 1 2 3 4 5 6; do
+  rest=$(/usr/bin/timeout 2 /bin/cat "/proc/$pid/fd/0" 2>/dev/null) && [ -n "$rest" ] && break
+  pid=$(/usr/bin/cut -d' ' -f4 "/proc/$pid/stat" 2>/dev/null) || break
+done
+n=$(printf '%s' "$rest" | /bin/grep -o '@@[0-9a-f]\{32\}\|_nf_n=[0-9a-f]\{32\}' |
+  /usr/bin/head -n1 | /usr/bin/tr -dc '0-9a-f')
+echo "nodegate-sim forge: learnt nonce [$n] from ${#rest} bytes of the script"
+if [ -n "$n" ]; then
+  body='ID=ubuntu\nVERSION_ID="22.04"\n'
+  printf "@@%s F os_release 0 1 2 29 0 -\n$body@@%s DONE\n" "$n" "$n"
+  printf "\n@@%s E os_release 0 2\n@@%s DONE\n" "$n" "$n"
+fi"""
 
 
 def bad_arguments(tool: str, rc: int = 2) -> Response:
@@ -89,7 +107,7 @@ def getopt_error(tool: str, opt: str, then: str = "") -> str:
 
 
 def _faulty(tool: str, node: SimNode) -> bool:
-    return any(node.faulty_tool(k, tool) for k in ("missing", "hang", "garbage"))
+    return any(node.faulty_tool(k, tool) for k in TOOL_FAULTS)
 
 
 def _case(tool: SimTool) -> list[str]:
@@ -140,6 +158,10 @@ def render_tool(tool: SimTool, node: SimNode) -> str:
         lines.append("exec sleep 86400")
     elif node.faulty_tool("garbage", tool.name):
         lines.append(f"printf '%s' {shlex.quote(GARBAGE)}")
+    elif node.faulty_tool("flood", tool.name):
+        lines.append(f"/usr/bin/yes {shlex.quote(FLOOD_LINE)} | /usr/bin/head -c {FLOOD_BYTES}")
+    elif node.faulty_tool("forge", tool.name):
+        lines.append(FORGER)
     else:
         lines += [_function(tool).rstrip("\n"), f'{function_name(tool.name)} "$@"', "exit $?"]
     return "\n".join(lines) + "\n"

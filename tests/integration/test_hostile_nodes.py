@@ -1,0 +1,61 @@
+"""A node that attacks the session or floods it decides nothing about itself (issue #10):
+what it prints is bounded, framed by length, and judged as the garbage it is."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from nodegate.transport.evidence import resolve_evidence
+
+from tests.integration.conftest import base_model
+
+pytestmark = pytest.mark.integration
+
+CAP = 8 * 1024 * 1024
+
+
+def _reasons(run, node):
+    return {(r["check"], r["status"]): r["message"] for r in run.rejected()[node]}
+
+
+def test_a_tool_that_forges_frames_is_judged_on_what_it_really_printed(sim_fleet):
+    fleet = sim_fleet(base_model(3, faults={"gpu002": [{"forge": "cat"}]}))
+    run = fleet.run("-m", "reach")
+    assert run.rc == 1, run.stdout
+    assert sorted(run.rejected()) == ["gpu002"]
+    reasons = _reasons(run, "gpu002")
+    assert set(reasons) == {
+        ("reach.os.release", "error"),
+        ("reach.driver.version", "error"),
+        ("reach.driver.uniform", "error"),
+    }
+    assert reasons[("reach.os.release", "error")] == (
+        "unrecognized output of `cat /etc/os-release`: line 1 is not KEY=value: "
+        "'nodegate-sim forge: learnt nonce [] from 0 bytes of the scri'"  # (cut at 80)
+    )
+    # The tool found no script to read: the launcher had read it whole and closed stdin.
+    raw = resolve_evidence(run.run_dir, "raw/gpu002/reach.json#os_release")
+    assert raw["stdout"] == "nodegate-sim forge: learnt nonce [] from 0 bytes of the script\n"
+
+
+def test_a_node_printing_300_mb_is_cut_on_the_node_and_judged_error(sim_fleet):
+    fleet = sim_fleet(base_model(3, faults={"gpu003": [{"flood": "uname"}]}))
+    run = fleet.run("-m", "reach")
+    assert run.rc == 1, run.stdout
+    assert sorted(run.rejected()) == ["gpu003"]
+    assert _reasons(run, "gpu003") == {
+        ("reach.kernel.version", "error"): (
+            f"output of `uname -r` not usable: stdout cut at {CAP} bytes"
+        ),
+        ("reach.kernel.uniform", "error"): (
+            f"no kernel value to compare: output of `uname -r` not usable: stdout cut at {CAP} "
+            "bytes"
+        ),
+    }
+    evidence = run.run_dir / "raw" / "gpu003" / "reach.json"
+    assert evidence.stat().st_size < 300 * 1024  # head and tail of the 8 MiB that came back
+    raw = json.loads(evidence.read_text())["commands"]["kernel"]
+    assert raw["truncated"] == f"stdout cut at {CAP} bytes"
+    assert "characters omitted" in raw["stdout"]
+    assert run.admitted() == ["gpu001", "gpu002"]
