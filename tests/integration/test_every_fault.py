@@ -52,6 +52,12 @@ FAULTS: dict[str, list[Any]] = {
     "gpu037": ["qp_error"],
     "gpu041": [{"bad_link": "leaf06"}],
     "gpu042": [{"garbage": "cat"}],
+    "gpu043": ["dcgm_test_fail"],
+    "gpu044": [{"sxid": "12028"}],
+    "gpu045": ["fallen_off_bus"],
+    "gpu046": [{"flood": "uname"}],
+    "gpu047": [{"forge": "cat"}],
+    "gpu048": [{"drop_after": "0"}],
 }
 # Erase the line above and paint a fake verdict, set the title, write the clipboard (OSC 52).
 HOSTILE = "Rocky 9\x1b[1A\x1b[2Kgpu031 admitted\x1b]0;owned\x07\x1b]52;c;cm0gLXJmIH4=\x07"
@@ -67,6 +73,7 @@ FAILING = {
     *("reach.driver.uniform", "reach.ofed.version", "reach.ofed.uniform", "gpu.count"),
     *("gpu.model", "gpu.driver", "pcie.gpu.gen", "pcie.gpu.width", "gpu.ecc.uncorrectable"),
     *("gpu.remap", "gpu.xid", "gpu.nvlink", "gpu.fabric", "gpu.clocks", "gpu.dcgm"),
+    "gpu.nvswitch",
     *("hca.count", "hca.firmware.version", "hca.firmware.uniform", "hca.port.state"),
     *("hca.port.width", "hca.port.speed", "hca.port.rate", "hca.pcie.width"),
     *("hca.counters.errors", "hca.link.ber", "hca.gpudirect", "ib_pairs.rail.bandwidth"),

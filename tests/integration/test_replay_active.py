@@ -69,5 +69,6 @@ def test_replay_rejudges_ib_pairs_from_the_recorded_processes(sim_fleet):
     assert {after[k]["status"] for k in changed} == {"error"}
     cut_rail = after[("ib_pairs.rail.bandwidth", node, f"mlx5_{rail} port 1 (rail {rail})")]
     assert cut_rail["status"] == "error"
-    why = f"round 1 with {server}: no result (client {node}: not in the capture {cut}: "
-    assert why in cut_rail["message"]
+    # A spawn the bundle cannot answer makes that node's side lost (never a rail fault).
+    assert cut_rail["message"].startswith(f"not in the capture {cut}: ")
+    assert cut_rail["message"].endswith(f"; round 1 with {server}: not run")
