@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nodegate.parsers.ib_pci import PCI_ATTRS  # kernel attribute names, one list
 from nodegate.sim.nodefs import Counter, Entry, Symlink
 
 if TYPE_CHECKING:  # hca.py builds the devices and imports this module
@@ -35,15 +36,6 @@ _RAIL_PCI = (
     ("d7", "da"),
 )
 _FRONTEND_PCI = ("28", "2a")
-PCI_ATTRS = (
-    "vendor",
-    "device",
-    "numa_node",
-    "current_link_speed",
-    "current_link_width",
-    "max_link_speed",
-    "max_link_width",
-)
 
 
 def pci_function(d: Hca) -> tuple[str, str]:
