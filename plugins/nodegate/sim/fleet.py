@@ -18,25 +18,24 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from nodegate.errors import ConfigError
 from nodegate.names import check_name
+from nodegate.sim.files import model_json, sshd_config, write_inventory
 from nodegate.sim.model import TOOL_FAULTS, FleetModel, SimNode, load_model
 from nodegate.sim.nodefs import Entry, TreeWriter
 from nodegate.sim.nodetools import HOST_PATH, LIBS, MARK, NODE_TOOLS, fast_shim, node_tool_stub
+from nodegate.sim.session import DISPATCH, FAST_TIMEOUT
+from nodegate.sim.sshd import accepts, alive, find_sshd, pid_alive, supports_no_reexec
 from nodegate.sim.tools import (
     SimTool,
     known_faults,
@@ -48,80 +47,6 @@ from nodegate.sim.tools import (
 from nodegate.transport.script import LAUNCHER
 
 ADDRS_PER_SSHD = 16  # OpenSSH's MAX_LISTEN_SOCKS
-SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
-
-# sshd ForceCommand, sourced by the account's login shell (`bash -c '. dispatch'`), so a
-# session costs no extra exec: route to the addressed node, then run what the client asked.
-# A stage script (our LAUNCHER) runs in that same shell with the node's healthy simulated tools
-# loaded as functions (fast.sh, fn/<tool>.sh): one process per session instead of two per
-# command. Faulty tools, `sh -c` commands and anything else go through the real `timeout` and
-# the PATH stubs.
-DISPATCH = """# nodegate simulated fleet: route this SSH session to the addressed node.
-set -- $SSH_CONNECTION
-NG_NODE="{root}/by-addr/$3"
-if [ ! -d "$NG_NODE" ]; then echo "nodegate-sim: no node at $3" >&2; exit 255; fi
-export NG_NODE
-if [ -r "$NG_NODE/slow" ]; then read -r ng_s < "$NG_NODE/slow"; sleep "$ng_s"; fi
-PATH="$NG_NODE/bin:{root}/bin:{host_path}"
-export PATH
-ng_stage=
-if [ "${{SSH_ORIGINAL_COMMAND:-}}" = {launcher} ]; then
-  # The real launcher runs, as on a real node (it reads the whole script, then runs it); its
-  # bash loads the node's healthy tools as functions first (BASH_ENV, unset there).
-  ng_stage=1
-  export BASH_ENV="$NG_NODE/fast.sh"
-fi
-# drop_after: kill this connection's sshd session process (our parent) later, as a cut
-# network or a crashed sshd would end it; only if that PID is still an sshd.
-if [ -z "$ng_stage" ] && [ -r "$NG_NODE/drop_after" ]; then
-  read -r ng_d < "$NG_NODE/drop_after"; ng_c=$PPID
-  (sleep "$ng_d"; read -r ng_n < "/proc/$ng_c/comm" && case $ng_n in sshd*) kill -9 "$ng_c" ;; esac
-  ) </dev/null >/dev/null 2>&1 &
-fi
-eval "${{SSH_ORIGINAL_COMMAND:-exec /bin/sh -i}}"
-exit $?
-"""
-
-# bash only: `timeout` runs a healthy simulated tool in-shell, everything else for real.
-FAST_TIMEOUT = """timeout() {
-  local -a ng_args=("$@")
-  local ng_j=0
-  while [ $ng_j -lt $# ]; do
-    case ${ng_args[ng_j]} in
-      -k|-s) ng_j=$((ng_j + 2)) ;;
-      -*) ng_j=$((ng_j + 1)) ;;
-      *) break ;;
-    esac
-  done
-  if [ $((ng_j + 1)) -lt $# ]; then
-    local ng_tool=${ng_args[ng_j+1]}
-    local ng_fn="ngsim_${ng_tool//-/_}"
-    # Each tool's function is parsed only when used: all tools of all stages would be
-    # hundreds of KB of shell to parse on every session.
-    if ! declare -F "$ng_fn" >/dev/null && [ -r "$NG_NODE/fn/$ng_tool.sh" ]; then
-      . "$NG_NODE/fn/$ng_tool.sh"
-    fi
-    if declare -F "$ng_fn" >/dev/null; then
-      "$ng_fn" "${ng_args[@]:ng_j+2}"
-      return
-    fi
-  fi
-  command timeout "$@"
-}
-"""
-
-
-def find_sshd() -> str:
-    for c in SSHD_CANDIDATES:
-        if os.access(c, os.X_OK):
-            return c
-    found = shutil.which("sshd")
-    if found:
-        return found
-    raise ConfigError(
-        "OpenSSH sshd not found (looked in " + ", ".join(SSHD_CANDIDATES) + "); "
-        "install it: apt-get install openssh-server"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +98,9 @@ class Fleet:
             pub = (key.with_suffix(".pub")).read_text().split()[:2]
             for n in group:
                 host_keys[n.name] = " ".join(pub)
-            (self.root / "sshd" / f"{k}.conf").write_text(self._sshd_conf(k, group, key, port))
+            (self.root / "sshd" / f"{k}.conf").write_text(
+                sshd_config(self.root, k, group, key, port)
+            )
         imposter = " ".join((self.root / "keys" / "imposter.pub").read_text().split()[:2])
 
         kh_lines, cfg_lines = [], []
@@ -207,8 +134,8 @@ class Fleet:
         self._write_trees(writer, trees)
         (self.root / "known_hosts").write_text("\n".join(kh_lines) + "\n")
         (self.root / "ssh_config").write_text("\n".join(cfg_lines))
-        self._write_inventory(model)
-        (self.root / "model.json").write_text(json.dumps(_model_json(model, port), indent=1) + "\n")
+        write_inventory(self.root, model)
+        (self.root / "model.json").write_text(json.dumps(model_json(model, port), indent=1) + "\n")
 
     def _build_node(self, n: SimNode) -> tuple[Path, Mapping[str, Entry]]:
         """Write the node's tools; returns its root and the files to write there."""
@@ -270,73 +197,6 @@ class Fleet:
                 (root.parent / "climb.sh").write_text(climb)
         trees.clear()
 
-    def _sshd_conf(self, k: int, group: Sequence[SimNode], key: Path, port: int) -> str:
-        lines = [f"ListenAddress {n.address}:{port}" for n in group] + [
-            f"HostKey {key}",
-            f"PidFile {self.root / 'sshd' / f'{k}.pid'}",
-            f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
-            f"ForceCommand . {self.root / 'dispatch'}",
-            "PubkeyAuthentication yes",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "PermitRootLogin prohibit-password",
-            "UsePAM no",
-            "StrictModes no",
-            # 1,024 clients connect at once: sshd's default MaxStartups 10:30:100 drops them.
-            "MaxStartups 4096:100:8192",
-            "MaxSessions 64",
-            "LoginGraceTime 60",
-            "UseDNS no",
-            "PrintMotd no",
-            "PrintLastLog no",
-            "AllowTcpForwarding yes",
-            "X11Forwarding no",
-            "PermitTTY yes",
-            "LogLevel ERROR",
-            # Bash reads ~/.bashrc when sshd starts it at SHLVL < 2 (Debian's SSH_SOURCE_BASHRC);
-            # SHLVL=1 from sshd makes the login shell level 2, keeping each session lean.
-            "SetEnv SHLVL=1",
-        ]
-        for n in group:
-            if n.fault("auth_refused"):
-                lines += [f"Match LocalAddress {n.address}", "  AuthorizedKeysFile /dev/null"]
-        return "\n".join(lines) + "\n"
-
-    def _write_inventory(self, model: FleetModel) -> None:
-        racks: dict[str, list[str]] = {}
-        for n in model.nodes:
-            racks.setdefault(n.labels["rack"], []).append(n.name)
-        from ClusterShell.NodeSet import NodeSet
-
-        inv = {
-            "version": 1,
-            "defaults": {
-                "profile": model.profile,
-                "ssh": {
-                    "ssh_config": str(self.root / "ssh_config"),
-                    "identity_file": str(self.root / "id_ed25519"),
-                    "known_hosts": str(self.root / "known_hosts"),
-                    "connect_timeout": 10,
-                },
-            },
-            "nodes": {
-                str(NodeSet.fromlist([n.name for n in model.nodes])): {},
-                # The data plane is loopback too: traffic goes to the node's own address.
-                **{n.name: {"data_plane": {"address": n.address}} for n in model.nodes},
-            },
-            "groups": {
-                f"rack{rack[1:]}": {
-                    "nodes": str(NodeSet.fromlist(names)),
-                    "labels": {"rack": rack, "leaf": f"leaf{rack[1:]}"},
-                }
-                for rack, names in sorted(racks.items())
-            },
-        }
-        (self.root / "inventory.yaml").write_text(
-            f"# generated by nodegate sim from {model.source}\n"
-            + yaml.safe_dump(inv, sort_keys=False)
-        )
-
     @staticmethod
     def _keygen(path: Path, comment: str) -> None:
         subprocess.run(
@@ -355,7 +215,7 @@ class Fleet:
             raise ConfigError(f"no fleet built at {self.root}")
         sshd = find_sshd()
         if not self.running_pids():
-            busy = [a for a in self.listen_addresses() if _accepts(*a)]
+            busy = [a for a in self.listen_addresses() if accepts(*a)]
             if busy:
                 raise ConfigError(
                     f"{len(busy)} of this fleet's addresses already accept connections (first "
@@ -366,14 +226,14 @@ class Fleet:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir
         for conf in self.confs():
             pidf = conf.with_suffix(".pid")
-            if _alive(pidf):
+            if alive(pidf):
                 continue
             # -r: fork per connection without re-executing sshd (saves an exec, a config parse
             # and a host-key load per connection on the shared 2 cores; OpenSSH < 9.8).
             subprocess.run(
                 [
                     sshd,
-                    *(["-r"] if _supports_no_reexec(sshd) else []),
+                    *(["-r"] if supports_no_reexec(sshd) else []),
                     "-f",
                     str(conf),
                     "-E",
@@ -389,7 +249,7 @@ class Fleet:
         deadline = time.monotonic() + timeout_s
         pending = list(addrs)
         while pending:
-            pending = [a for a in pending if not _accepts(*a)]
+            pending = [a for a in pending if not accepts(*a)]
             if not pending:
                 return
             if time.monotonic() > deadline:
@@ -412,7 +272,7 @@ class Fleet:
     def running_pids(self) -> list[int]:
         pids = []
         for pidf in sorted((self.root / "sshd").glob("*.pid")) if self.root.exists() else []:
-            pid = _alive(pidf)
+            pid = alive(pidf)
             if pid:
                 pids.append(pid)
         return pids
@@ -424,7 +284,7 @@ class Fleet:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while any(_pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
         for pidf in (self.root / "sshd").glob("*.pid"):
             pidf.unlink(missing_ok=True)
@@ -439,7 +299,7 @@ class Fleet:
             daemons=len(confs),
             running=len(self.running_pids()),
             nodes=len(model["nodes"]),
-            listening=sum(1 for a in addrs if _accepts(*a)),
+            listening=sum(1 for a in addrs if accepts(*a)),
         )
 
     def model(self) -> dict[str, object]:
@@ -460,31 +320,6 @@ def build_fleet(
     return fleet
 
 
-def _model_json(model: FleetModel, port: int) -> dict[str, object]:
-    return {
-        "name": model.name,
-        "profile": model.profile,
-        "source": model.source,
-        "port": port,
-        "nodes": [
-            {
-                "name": n.name,
-                "address": n.address,
-                "labels": dict(n.labels),
-                "hw": dict(n.hw),
-                "faults": [str(f) for f in n.faults],
-            }
-            for n in model.nodes
-        ],
-    }
-
-
-def _supports_no_reexec(sshd: str) -> bool:
-    out = subprocess.run([sshd, "-V"], capture_output=True, text=True).stderr
-    m = re.search(r"OpenSSH_(\d+)\.(\d+)", out)
-    return m is not None and (int(m.group(1)), int(m.group(2))) < (9, 8)
-
-
 def _user() -> str:
     import getpass
 
@@ -494,37 +329,6 @@ def _user() -> str:
 def _write_exec(path: Path, text: str) -> None:
     path.write_text(text)
     path.chmod(0o755)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of ours is not alive.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def _alive(pidf: Path) -> int | None:
-    try:
-        pid = int(pidf.read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return pid if _pid_alive(pid) else None
-
-
-def _accepts(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 __all__ = ["Fleet", "FleetStatus", "build_fleet", "find_sshd"]
