@@ -4,6 +4,7 @@ loopback between two simulated nodes, a hung server is killed by PID and leaves 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -31,6 +32,7 @@ def test_server_client_and_kill_over_ssh(sim_fleet):
     fleet = sim_fleet(base_model(2))
     addr = {n["name"]: n["address"] for n in fleet.model()["nodes"]}
     nodes = list(load_inventory(fleet.inventory).nodes)
+    naps = f"300.{os.getpid()}"  # a duration only this test's process uses: no other run's sleep
 
     async def go():
         t = SSHTransport(nodes)
@@ -39,11 +41,12 @@ def test_server_client_and_kill_over_ssh(sim_fleet):
             assert await server.wait_for_line("listening", time.monotonic() + 10)
             client = await t.spawn("gpu002", CLIENT.format(addr=addr["gpu001"]), 20)
             s, c = await asyncio.gather(server.wait(), client.wait())
-            hung = await t.spawn("gpu001", "echo started; exec sleep 300", 600)
+            hung = await t.spawn("gpu001", f"echo started; exec sleep {naps}", 600)
             assert await hung.wait_for_line("started", time.monotonic() + 10)
             await hung.kill()
             h = await hung.wait(time.monotonic() + 10)
-            left = await t.run_node("gpu001", "check", [_spec("pgrep -f '[s]leep 300' || true")])
+            look = f"pgrep -f '[s]leep {naps}' || true"
+            left = await t.run_node("gpu001", "check", [_spec(look)])
             return s, c, h, left, t.connections_opened
         finally:
             await t.close()
