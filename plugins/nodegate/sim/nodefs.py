@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,7 @@ class TreeWriter:
 
     def __init__(self) -> None:
         self._pool: dict[str, str] = {}
+        self._lock = threading.Lock()  # trees are written by several threads
 
     def write(self, root: Path, entries: Mapping[str, Entry]) -> str:
         """Write `entries` (absolute path -> entry) under `root`; returns the node's
@@ -88,14 +90,17 @@ class TreeWriter:
 
     def _file(self, target: str, text: str) -> None:
         first = self._pool.get(text)
-        if first is not None:
-            try:
-                os.link(first, target)
-                return
-            except OSError:  # a filesystem without hard links (or at its link limit)
-                pass
-        Path(target).write_text(text)
-        self._pool.setdefault(text, target)
+        if first is None:
+            with self._lock:  # the first writer of a content registers it before others look
+                first = self._pool.get(text)
+                if first is None:
+                    Path(target).write_text(text)
+                    self._pool[text] = target
+                    return
+        try:
+            os.link(first, target)
+        except OSError:  # a filesystem without hard links (or at its link limit)
+            Path(target).write_text(text)
 
 
 __all__ = ["Counter", "Entry", "Symlink", "TreeWriter"]
