@@ -121,7 +121,7 @@ def _attributes(f: RoceFacts, prof: RoceProfile, r: RoceRail) -> dict[str, str |
         dscp = ", ".join(f"{d}->{m.get(d, '-')}" for d in (prof.transport.dscp, q.cnp_dscp))
     return {
         "trust": None if rf.qos is None else rf.qos.trust,
-        "PFC": None if rf.qos is None else ",".join(map(str, rf.qos.pfc_enabled)) or "off",
+        "PFC": None if rf.qos is None else l2.pfc_shown(rf.qos.pfc_enabled),
         "DSCP map": dscp,
         "MTU": None if link is None else str(link.mtu),
         "RoCE v2 GID index": gid,

@@ -110,8 +110,13 @@ def qos_trust(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Ve
     return outcome(c, f, r, problems, f"trust {rf.qos.trust}", f"trust {t.expected()}", fix, ev)
 
 
+def pfc_shown(prios: tuple[int, ...]) -> str:
+    """`on 3`, `on 3,4`, `off`."""
+    return "on " + ",".join(map(str, prios)) if prios else "off"
+
+
 def _prios(prios: tuple[int, ...]) -> str:
-    return "PFC on " + ",".join(map(str, prios)) if prios else "PFC off"
+    return "PFC " + pfc_shown(prios)
 
 
 def qos_pfc(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
