@@ -141,9 +141,9 @@ def roce_mismatch(o: dict[str, object], me: dict[str, object], dev: str) -> str 
 
 
 def roce_mismatch_peer(peer: dict[str, object]) -> str | None:
-    """The client's own GID/tclass problem, which fails the connection on both sides."""
+    """The other side's own GID/tclass problem: the QPs of both sides fail to connect."""
     why = peer.get("roce_error")
-    return f"client: {why}" if isinstance(why, str) else None
+    return f"peer: {why}" if isinstance(why, str) else None
 
 
 def header(dev: str, o: dict[str, object], bidir: bool) -> str:
@@ -239,8 +239,9 @@ def serve(o: dict[str, object], me: dict[str, object]) -> int:
     s.listen(1)
     conn, _ = s.accept()
     peer = json.loads(conn.makefile().readline())
-    conn.sendall((json.dumps(me) + "\n").encode())
-    why = roce_mismatch(o, me, dev) or roce_mismatch_peer(peer)
+    mine_why = roce_mismatch(o, me, dev)
+    conn.sendall((json.dumps(dict(me, roce_error=mine_why)) + "\n").encode())
+    why = mine_why or roce_mismatch_peer(peer)
     if fault(me, "qp_error") or fault(peer, "qp_error") or why:
         conn.close()
         print(header(dev, o, bool(o.get("bidir"))))
@@ -288,6 +289,7 @@ def client(o: dict[str, object], me: dict[str, object]) -> int:
     conn.sendall((json.dumps(mine_doc) + "\n").encode())
     f = conn.makefile()
     peer = json.loads(f.readline())
+    why = why or roce_mismatch_peer(peer)
     if fault(me, "qp_error") or fault(peer, "qp_error") or why:
         print(header(dev, o, bool(o.get("bidir"))))
         return fail(
