@@ -87,9 +87,8 @@ class RoceStage(PassiveStage[RoceFacts, RoceProfile]):
                 n.name,
                 Status.PASS,
                 "RoCE rails",
-                None,
-                "not applicable",
-                f"profile {ctx.profiles[n.name].name} has no RoCE rails (roce: null)",
+                expected="not applicable",
+                message=f"profile {ctx.profiles[n.name].name} has no RoCE rails (roce: null)",
             )
             for n in without
             for c in self.checks
