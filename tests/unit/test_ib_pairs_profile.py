@@ -15,7 +15,13 @@ from nodegate.thresholds import Threshold
 from tests.integration.conftest import REPO
 
 PROFILES = sorted((REPO / "inventories" / "profiles").glob("[!_]*.yaml"))
-FLOORS = {"generic-hgx-h100": 360, "nd-a100-v4": 180, "nd-h100-v5": 360, "nd-h200-v5": 360}
+FLOORS = {
+    "generic-hgx-h100": 360,
+    "hgx-h100-roce": 360,
+    "nd-a100-v4": 180,
+    "nd-h100-v5": 360,
+    "nd-h200-v5": 360,
+}
 
 
 @pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.stem)

@@ -67,7 +67,9 @@ def test_generic_hgx_h100_typed_section() -> None:
 def test_xid_table_comes_from_the_shared_fragment() -> None:
     lib = ProfileLibrary([PROFILES])
     tables = {n: STAGE.profile_of(lib.get(n)).xid for n in lib.available()}
-    assert set(tables) == {"generic-hgx-h100", "nd-a100-v4", "nd-h100-v5", "nd-h200-v5"}
+    assert set(tables) == {
+        *("generic-hgx-h100", "hgx-h100-roce", "nd-a100-v4", "nd-h100-v5", "nd-h200-v5")
+    }
     for name, xid in tables.items():
         assert (xid.window_hours, xid.unknown_action, len(xid.codes)) == (24, "reset", 22), name
         assert xid.codes[79] == XidRule("GPU has fallen off the bus", "drain_rma")
@@ -79,6 +81,7 @@ def test_sxid_table_and_per_gpu_fabric_state_per_generation() -> None:
     typed_all = {n: STAGE.profile_of(lib.get(n)) for n in lib.available()}
     assert {n: p.fabric_per_gpu_state for n, p in typed_all.items()} == {
         "generic-hgx-h100": True,
+        "hgx-h100-roce": True,
         "nd-a100-v4": False,  # Ampere: Fabric State N/A
         "nd-h100-v5": True,
         "nd-h200-v5": True,

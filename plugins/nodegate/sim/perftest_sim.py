@@ -36,7 +36,7 @@ VALUE_LONG = {
     "duration": "duration", "qp": "qps", "mtu": "mtu", "gid-index": "gid",
     "tx-depth": "tx_depth", "connection": "connection", "inline_size": "inline", "sl": "sl",
     "cq-mod": "cq_mod", "tos": "tos", "post_list": "post_list", "use_cuda": "cuda",
-    "use_cuda_bus_id": "cuda_bus", "source_ip": "source_ip",
+    "use_cuda_bus_id": "cuda_bus", "source_ip": "source_ip", "tclass": "tclass",
 }  # fmt: skip
 FLAG_SHORT = {"a": "all", "b": "bidir", "F": "cpu_freq", "R": "rdma_cm", "z": "com_rdma_cm",
               "N": "no_peak", "e": "events"}  # fmt: skip
@@ -120,6 +120,30 @@ def rail_of(m: dict[str, object], dev: str) -> dict[str, object] | None:
 def fault(m: dict[str, object], name: str) -> bool:
     f = m.get("faults")
     return isinstance(f, dict) and bool(f.get(name))
+
+
+def roce_mismatch(o: dict[str, object], me: dict[str, object], dev: str) -> str | None:
+    """On a RoCE node: why the GID index or traffic class given is not the node's (None: ok)."""
+    roce = me.get("roce")
+    if not isinstance(roce, dict):
+        return None
+    gids = roce["gid_index"]
+    want_gid = gids.get(dev) if isinstance(gids, dict) else None
+    if want_gid is None:
+        return f"{dev} has no RoCE v2 IPv4 GID"
+    if o.get("gid") != str(want_gid):
+        return f"-x {o.get('gid', '(not given: 0)')}, the RoCE v2 IPv4 GID of {dev} is {want_gid}"
+    if o.get("tclass") != str(roce["tclass"]):
+        return (
+            f"--tclass {o.get('tclass', '(not given: 0)')}, the fabric's class is {roce['tclass']}"
+        )
+    return None
+
+
+def roce_mismatch_peer(peer: dict[str, object]) -> str | None:
+    """The other side's own GID/tclass problem: the QPs of both sides fail to connect."""
+    why = peer.get("roce_error")
+    return f"peer: {why}" if isinstance(why, str) else None
 
 
 def header(dev: str, o: dict[str, object], bidir: bool) -> str:
@@ -215,12 +239,16 @@ def serve(o: dict[str, object], me: dict[str, object]) -> int:
     s.listen(1)
     conn, _ = s.accept()
     peer = json.loads(conn.makefile().readline())
-    conn.sendall((json.dumps(me) + "\n").encode())
-    if fault(me, "qp_error") or fault(peer, "qp_error"):
+    mine_why = roce_mismatch(o, me, dev)
+    conn.sendall((json.dumps(dict(me, roce_error=mine_why)) + "\n").encode())
+    why = mine_why or roce_mismatch_peer(peer)
+    if fault(me, "qp_error") or fault(peer, "qp_error") or why:
         conn.close()
         print(header(dev, o, bool(o.get("bidir"))))
         return fail(
-            "Failed to modify QP 4455 to RTR", " Unable to Connect the HCA's through the link"
+            "Failed to modify QP 4455 to RTR",
+            " Unable to Connect the HCA's through the link",
+            *([f"nodegate-sim: {why}"] if why else []),
         )
     bw = bandwidth(me, peer, mine, peer["rail"])
     # The server measures while the client transfers; it ends when the client says done.
@@ -256,14 +284,18 @@ def client(o: dict[str, object], me: dict[str, object]) -> int:
             "Unable to open file descriptor for socket connection Unable to init the "
             "socket connection",
         )
-    mine_doc = dict(me, rail=mine)
+    why = roce_mismatch(o, me, dev)
+    mine_doc = dict(me, rail=mine, roce_error=why)
     conn.sendall((json.dumps(mine_doc) + "\n").encode())
     f = conn.makefile()
     peer = json.loads(f.readline())
-    if fault(me, "qp_error") or fault(peer, "qp_error"):
+    why = why or roce_mismatch_peer(peer)
+    if fault(me, "qp_error") or fault(peer, "qp_error") or why:
         print(header(dev, o, bool(o.get("bidir"))))
         return fail(
-            "Failed to modify QP 4456 to RTR", " Unable to Connect the HCA's through the link"
+            "Failed to modify QP 4456 to RTR",
+            " Unable to Connect the HCA's through the link",
+            *([f"nodegate-sim: {why}"] if why else []),
         )
     peer_rail = rail_of(peer, dev) or mine
     bw = bandwidth(me, peer, mine, peer_rail)

@@ -16,7 +16,8 @@ Arguments (sim/tools/__init__.py: anything else fails, rc non-zero): `nvidia-smi
 -C DEV -P 1` (the counters as of the second read), `flint -d DEV q` (hca_diag.py).
 
 Hardware key `hca` (all optional): `firmware` (ConnectX-7 fw_ver, default 28.41.1000),
-`frontend` (false drops the BlueField-3 front-end NIC mlx5_bond_0).
+`frontend` (false drops the BlueField-3 front-end NIC mlx5_bond_0), `link_layer` (Ethernet:
+the rails are RoCE ports; mlxlink then prints the corpus 400GbE capture as captured).
 """
 
 from __future__ import annotations
@@ -92,8 +93,9 @@ def node_hcas(node: SimNode) -> list[Hca]:
     hw = node.hw.get("hca") or {}
     fw = str(hw.get("firmware", CX7_FW))
     base = _counters()
+    layer = str(hw.get("link_layer", "InfiniBand"))  # Ethernet: RoCE rails (sim/tools/roce.py)
     devs = [
-        Hca(f"mlx5_{i}", "MT4129", "MT_0000000838", fw, _guid(node, i), "0x1021", i // 4)
+        Hca(f"mlx5_{i}", "MT4129", "MT_0000000838", fw, _guid(node, i), "0x1021", i // 4, layer)
         for i in range(RAILS)
     ]
     if hw.get("frontend", True):
@@ -190,8 +192,10 @@ def _mlxlink_template() -> str:
 def mlxlink_json(d: Hca, template: str) -> str:
     """`mlxlink -d <dev> -m -c --json` of an IB NDR port: the corpus capture with this port's
     speed, BER and flags substituted (tabs and `" : "` kept as mlxlink prints them)."""
-    out = template.replace('"Speed" : "400G"', '"Speed" : "IB-NDR"')
-    out = out.replace('"Physical state" : "ETH_AN_FSM_ENABLE"', '"Physical state" : "LinkUp"')
+    out = template
+    if d.link_layer == "InfiniBand":  # the capture is of a 400GbE port: an IB port differs here
+        out = out.replace('"Speed" : "400G"', '"Speed" : "IB-NDR"')
+        out = out.replace('"Physical state" : "ETH_AN_FSM_ENABLE"', '"Physical state" : "LinkUp"')
     out = out.replace('"Raw Physical BER" : "5E-10"', f'"Raw Physical BER" : "{d.ber[0]}"')
     out = out.replace(
         '"Effective Physical BER" : "15E-255"', f'"Effective Physical BER" : "{d.ber[1]}"'
@@ -239,7 +243,7 @@ def tools(node: SimNode) -> Iterable[SimTool]:
         {
             f"-d {d.name} -m -c --json": Response(mlxlink_json(d, template))
             for d in devs
-            if d.name.startswith("mlx5_") and d.link_layer == "InfiniBand"
+            if d.name.startswith("mlx5_") and d.name != "mlx5_bond_0"
         },
         prelude=MLXLINK_PRELUDE,
         usage=bad_arguments("mlxlink", 1),

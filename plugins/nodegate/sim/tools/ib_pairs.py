@@ -6,6 +6,9 @@ perftest's, an unknown flag fails as perftest fails) and `numactl` (see NUMACTL)
 the host, its peers' included (the stage waits on its own server's PID in `ss`; a stray
 `ib_write_bw` left on one node shows in every node's `pgrep`).
 
+On a RoCE node (sim/tools/roce.py) both sides must be given `-x <the rail's RoCE v2 GID
+index>` and `--tclass 106`, as the node is configured; otherwise the QPs fail to connect.
+
 Hardware key `ib_pairs` (all optional): `rails` (number of rails, default 8, devices mlx5_0..),
 `rate_gbps` (default 400). Ports that the hca provider degrades (HDR, 2X) run at their rate.
 """
@@ -111,7 +114,13 @@ def node_model(node: SimNode) -> dict[str, object]:
             if f"mlx5_{rail}" in factors:
                 factors[f"mlx5_{rail}"] = _factor(fac)
     slow = node.fault("slow_node")
+    from nodegate.sim.tools.roce import TCLASS, gid_index_of, node_rails
+
+    roce = node_rails(node)  # RoCE rails: ib_write_bw must be given their GID index and tclass
     return {
+        "roce": {"tclass": TCLASS, "gid_index": {r.device: gid_index_of(r) for r in roce}}
+        if roce
+        else None,
         "node": node.name,
         "address": node.address,
         "leaf": node.labels.get("leaf", ""),

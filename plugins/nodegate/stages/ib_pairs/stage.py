@@ -1,7 +1,8 @@
 """Stage `ib_pairs`: ib_write_bw per rail between planned node pairs, then localization.
 
 Only nodes that passed every earlier stage take part (the engine's rule for active stages).
-Rails come from the profile's `hca.rails`; method, floor, ports and deadlines from `ib_pairs`.
+Rails come from the profile's `hca.rails`; method, floor, ports and deadlines from `ib_pairs`;
+on a RoCE profile, the GID index and traffic class from `roce` (roce_transport).
 The nodes of one profile form one campaign of the active skeleton (`nodegate.active`): the
 plan is written to <run>/ib_pairs/plan-<profile>.json before each round runs.
 """
@@ -9,6 +10,7 @@ plan is written to <run>/ib_pairs/plan-<profile>.json before each round runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from nodegate.active.campaign import Campaign
 from nodegate.active.skeleton import ActiveStage
@@ -19,7 +21,13 @@ from nodegate.stages.base import StageContext
 from nodegate.stages.ib_pairs.campaign import PairCampaign
 from nodegate.stages.ib_pairs.checks import CHECKS, CLEANUP, unjudged
 from nodegate.stages.ib_pairs.plan import PairTest
-from nodegate.stages.ib_pairs.profile import SECTION, ib_pairs_profile, profile_rails
+from nodegate.stages.ib_pairs.profile import (
+    SECTION,
+    IbPairsProfile,
+    ib_pairs_profile,
+    profile_rails,
+)
+from nodegate.stages.roce.profile import roce_transport
 
 
 class IbPairsStage(ActiveStage[PairTest]):
@@ -48,10 +56,21 @@ class IbPairsStage(ActiveStage[PairTest]):
             prof = ctx.profiles[members[0].name]
             campaigns.append(
                 PairCampaign(
-                    name, ib_pairs_profile(prof), profile_rails(prof), members, ctx.transport
+                    name, with_roce(ib_pairs_profile(prof), prof), profile_rails(prof), members,
+                    ctx.transport,
                 )
-            )
+            )  # fmt: skip
         return campaigns, verdicts
+
+
+def with_roce(ibp: IbPairsProfile, prof: Profile) -> IbPairsProfile:
+    """On a RoCE profile both sides run with the profile's GID index and traffic class
+    (`-x <roce.gid_index> --tclass <roce.traffic_class>`), the QoS path NCCL takes."""
+    t = roce_transport(prof)
+    if t is None:
+        return ibp
+    args = ("-x", str(t.gid_index), "--tclass", str(t.traffic_class))
+    return replace(ibp, method=replace(ibp.method, extra_args=(*ibp.method.extra_args, *args)))
 
 
 def _missing(prof: Profile) -> str | None:

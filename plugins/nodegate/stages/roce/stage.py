@@ -1,0 +1,107 @@
+"""Stage `roce`: RoCE L2/L3/L4 configuration of each RoCE rail and its congestion counters.
+
+One round trip per node: `rdma link`, `ip -j addr/route/rule`, `show_gids`, the kernel files
+(ECN, CNP, rdma_cm configfs, ARP/rp_filter sysctls), per rail `ethtool`, `mlnx_qos -i` and
+`ibv_devinfo -d`; then the counters (`ethtool -S` per rail, `rdma statistic show`), a sleep of
+the profile's window on the node, and the counters again. A profile with `roce: null` has no
+RoCE rails: its nodes pass every check with that note and run nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import replace
+
+from nodegate.inventory import Node
+from nodegate.model import CommandSpec, NodeOutcome, Status, Verdict
+from nodegate.profiles import Profile
+from nodegate.stages.base import PassiveStage, StageContext
+from nodegate.stages.roce.checks import CHECKS
+from nodegate.stages.roce.commands import (
+    CMD_TIMEOUT_S,
+    FILES,
+    GIDS,
+    IP_ADDR,
+    IP_ROUTE,
+    IP_RULE,
+    RDMA_LINK,
+    RDMA_STAT,
+    RDMA_STAT_AGAIN,
+    SLEEP,
+    kernel_files,
+    rail_id,
+)
+from nodegate.stages.roce.facts import RoceFacts, gather
+from nodegate.stages.roce.profile import SECTION, RoceProfile, roce_profile
+
+
+class RoceStage(PassiveStage[RoceFacts, RoceProfile]):
+    name = "roce"
+    checks = CHECKS
+
+    def commands(self, node: Node, profile: Profile) -> list[CommandSpec]:
+        t, q = CMD_TIMEOUT_S, shlex.quote
+        prof = self.profile_of(profile)
+        window = prof.counters.window_s
+        files = " ".join(q(p) for p in kernel_files(prof))
+        out = [
+            CommandSpec(RDMA_LINK, "rdma link show", t),
+            CommandSpec(IP_ADDR, "ip -j addr show", t),
+            CommandSpec(IP_ROUTE, "ip -j route show table all", t),
+            CommandSpec(IP_RULE, "ip -j rule show", t),
+            CommandSpec(GIDS, "show_gids", t),
+            CommandSpec(FILES, f"grep -H . {files}", t),
+        ]
+        for r in prof.rails:
+            out += [
+                CommandSpec(rail_id("ethtool", r), f"ethtool {q(r.netdev)}", t),
+                CommandSpec(rail_id("mlnx_qos", r), f"mlnx_qos -i {q(r.netdev)}", t),
+                CommandSpec(rail_id("devinfo", r), f"ibv_devinfo -d {q(r.device)}", t),
+            ]
+        out += [
+            CommandSpec(rail_id("stats", r), f"ethtool -S {q(r.netdev)}", t) for r in prof.rails
+        ]
+        out += [
+            CommandSpec(RDMA_STAT, "rdma statistic show", t),
+            CommandSpec(SLEEP, f"sleep {window:g}", window + t),
+        ]
+        out += [
+            CommandSpec(rail_id("stats_again", r), f"ethtool -S {q(r.netdev)}", t)
+            for r in prof.rails
+        ]
+        return out + [CommandSpec(RDMA_STAT_AGAIN, "rdma statistic show", t)]
+
+    def profile_of(self, profile: Profile) -> RoceProfile:
+        return roce_profile(profile)
+
+    def facts(self, outcome: NodeOutcome, profile: RoceProfile) -> RoceFacts:
+        return gather(outcome, profile)
+
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        """Nodes whose profile says `roce: null` pass with that note; the rest as any stage."""
+        without = [n for n in ctx.nodes if _no_roce(ctx.profiles[n.name])]
+        verdicts = [
+            Verdict(
+                c.id,
+                n.name,
+                Status.PASS,
+                "RoCE rails",
+                expected="not applicable",
+                message=f"profile {ctx.profiles[n.name].name} has no RoCE rails (roce: null)",
+            )
+            for n in without
+            for c in self.checks
+        ]
+        rest = [n for n in ctx.nodes if n not in without]
+        if rest:
+            verdicts += await super().run(replace(ctx, nodes=rest))
+        return verdicts
+
+
+def _no_roce(profile: Profile) -> bool:
+    data: Mapping[str, object] = profile.data
+    return SECTION in data and data[SECTION] is None
+
+
+STAGE = RoceStage()
