@@ -164,7 +164,8 @@ def test_extends_errors_name_the_file(tmp_path: Path) -> None:
         lib.get("a")
     with pytest.raises(ConfigError, match="unknown profile 'nope'"):
         lib.get("c")
-    with pytest.raises(ConfigError, match=r"d.yaml \(extends _nvidia-xid, _fleet-compare, nd-h100-v5\):\n  "
+    with pytest.raises(ConfigError, match=r"d.yaml \(extends _nvidia-xid, _fleet-compare, "
+                       r"nd-h100-v5\):\n  "
                        r"pcie_gpu.gpu.count.equal: 'eight' is not of type 'integer'"):  # fmt: skip
         lib.get("d")
     with pytest.raises(ConfigError, match="is a profile fragment"):
