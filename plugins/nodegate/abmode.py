@@ -128,7 +128,7 @@ def summary_lines(cmp: Comparison, baseline_dir: Path, path: str) -> list[str]:
         ("not in the baseline's scope", cmp.checks_only_in_run),
     ):
         if checks:
-            lines.append(f"  {len(checks)} checks {what}, not compared: {', '.join(checks)}")
+            lines.append(f"  {len(checks)} checks {what}, not compared (listed in {path})")
     lines.append(f"compare: {path}")
     return [printable(ln) for ln in lines]
 
@@ -195,6 +195,7 @@ class ABMode:
             else:
                 self.lines.append(f"baseline saved: {save_baseline(current, self.save_to)}")
 
+    @pytest.hookimpl(trylast=True)  # after the admission section
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.lines:
             terminalreporter.section("nodegate A/B comparison")

@@ -213,6 +213,7 @@ class OutlierSummary:
     def pytest_nodegate_admission(self, doc: dict[str, Any]) -> None:
         self.section = doc.get(SECTION)
 
+    @pytest.hookimpl(trylast=True)  # after the admission section
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.section is not None:
             terminalreporter.section("nodegate outliers")
