@@ -91,9 +91,9 @@ def pytest_configure(config: pytest.Config) -> None:
         pm.register(Recorder(state), "nodegate-recorder")
         pm.register(AdmissionSummary(), "nodegate-admission-summary")
         pm.register(LatestLink(), "nodegate-latest-link")
-        if ab_mode is not None:  # registered first: its section comes last (pluggy: LIFO)
-            pm.register(ab_mode, "nodegate-ab-mode")
         pm.register(OutlierSummary(), "nodegate-outliers")
+        if ab_mode is not None:  # registered last: its trylast section prints last
+            pm.register(ab_mode, "nodegate-ab-mode")
         if pm.hasplugin("xdist"):
             pm.register(XdistController(state), "nodegate-xdist-controller")
 
