@@ -8,7 +8,13 @@ from typing import Any
 
 import jsonschema
 import pytest
-from nodegate.abmode import check_same_fleet, compare_schema, comparison_doc, summary_lines
+from nodegate.abmode import (
+    ABMode,
+    check_same_fleet,
+    compare_schema,
+    comparison_doc,
+    summary_lines,
+)
 from nodegate.abtest import FLEET, compare
 from nodegate.baseline import (
     baseline_doc,
@@ -290,3 +296,59 @@ def test_baseline_options_are_checked_before_the_run(tmp_path: Path) -> None:
         settings(nodegate_save_baseline=str(tmp_path / "file"))
     s = settings(nodegate_save_baseline=str(tmp_path / "new"), nodegate_compare_to=str(tmp_path))
     assert (s.save_baseline, s.compare_to) == (tmp_path / "new", tmp_path)
+
+
+class _Session:
+    def __init__(self, exitstatus: int) -> None:
+        self.exitstatus = exitstatus
+
+
+def _finished_run(tmp_path: Path, per_node: dict[str, list[Verdict]], **extra: Any) -> Path:
+    """A run directory as the gate leaves it: admission.json and verdicts.json."""
+    base = doc(per_node, "new")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    result = RunResult()
+    for vs in per_node.values():
+        for v in vs:
+            result.add(v)
+    result.write(run_dir)
+    admission = {k: base[k] for k in ("run_id", "finished_at", "inventory", "transport")}
+    admission |= {"stages": base["stages"], "checks": base["checks"], **extra}
+    admission["nodes"] = {n: {"profile": "p", "admitted": d["admitted"]}
+                          for n, d in base["nodes"].items()}  # fmt: skip
+    (run_dir / "admission.json").write_text(json.dumps(admission))
+    return run_dir
+
+
+@pytest.mark.parametrize(("before", "after"), [(0, 6), (1, 6), (2, 2), (3, 3), (4, 4), (5, 5)])
+def test_regressed_exit_code_wins_only_over_admitted_and_rejected(
+    tmp_path: Path, before: int, after: int
+) -> None:
+    slow = {n: verdicts(n, bw={0: 386.0, 3: 300.0}) for n in NODES}
+    run_dir = _finished_run(tmp_path, slow)
+    ab = ABMode(None, tmp_path / "b", healthy(), rules())
+    ab.session = _Session(before)  # type: ignore[assignment]
+    ab.pytest_nodegate_admission(json.loads((run_dir / "admission.json").read_text()), run_dir)
+    assert ab.session.exitstatus == after and ab.regressed
+    assert json.loads((run_dir / "compare.json").read_text())["regressed"] is True
+
+
+def test_interrupted_or_incomplete_runs_save_no_baseline(tmp_path: Path) -> None:
+    run_dir = _finished_run(tmp_path, {n: verdicts(n) for n in NODES}, complete=False)
+    admission = json.loads((run_dir / "admission.json").read_text())
+    ab = ABMode(tmp_path / "b", None, None, {})
+    ab.pytest_nodegate_admission({**admission, "interrupted": "hca"}, run_dir)
+    assert ab.lines == ["interrupted run: no comparison made, no baseline saved"]
+    ab.lines = []
+    ab.pytest_nodegate_admission(admission, run_dir)
+    assert ab.lines == [
+        f"baseline NOT saved to {tmp_path / 'b'}: the run did not cover every check its "
+        "profiles need (a diagnostic run)"
+    ]
+    assert not (tmp_path / "b").exists()
+    (run_dir / "admission.json").write_text(json.dumps({**admission, "complete": True}))
+    ab.lines = []
+    ab.pytest_nodegate_admission(admission, run_dir)
+    assert ab.lines == [f"baseline saved: {tmp_path / 'b' / 'baseline.json'}"]
+    assert load_baseline(tmp_path / "b")["run_id"] == "new"
