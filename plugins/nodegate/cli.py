@@ -87,7 +87,12 @@ class _RunDir:
         self.path = run_dir
 
 
-DEMO_EXITS = {0: "all admitted", 1: "some nodes rejected", 2: "interrupted"}
+DEMO_EXITS = {
+    0: "all admitted",
+    1: "some nodes rejected",
+    2: "interrupted",
+    6: "regressed against the baseline",
+}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

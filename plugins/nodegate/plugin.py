@@ -12,13 +12,15 @@ from __future__ import annotations
 import pytest
 
 from nodegate import hookspecs
+from nodegate.abmode import ABMode
 from nodegate.controller import XdistController
 from nodegate.errors import ConfigError
 from nodegate.interrupts import InterruptGuard
+from nodegate.outliers import OutlierSummary, validate_policies
 from nodegate.reporting import AdmissionSummary, LatestLink, Recorder
 from nodegate.safetext import printable_lines
 from nodegate.settings import OPTIONS, Settings, build_settings
-from nodegate.stages.registry import STAGE_MARKERS
+from nodegate.stages.registry import STAGE_MARKERS, checks_by_id
 from nodegate.state import STATE, build_state
 from nodegate.transport.registry import known_transports
 
@@ -72,6 +74,8 @@ def pytest_configure(config: pytest.Config) -> None:
             # Built now, connecting to nothing: a bad ssh_config entry or plugin setting is a
             # usage error before collection, not an internal error once the run has started.
             state.transport = state.open_transport()
+        validate_policies(state.profiles.values(), checks_by_id())
+        ab_mode = ABMode.configure(settings, state.profiles) if workerinput is None else None
     except ConfigError as exc:
         raise pytest.UsageError(f"nodegate: {printable_lines(exc)}") from None
     config.stash[STATE] = state
@@ -87,6 +91,9 @@ def pytest_configure(config: pytest.Config) -> None:
         pm.register(Recorder(state), "nodegate-recorder")
         pm.register(AdmissionSummary(), "nodegate-admission-summary")
         pm.register(LatestLink(), "nodegate-latest-link")
+        pm.register(OutlierSummary(), "nodegate-outliers")
+        if ab_mode is not None:  # registered last: its trylast section prints last
+            pm.register(ab_mode, "nodegate-ab-mode")
         if pm.hasplugin("xdist"):
             pm.register(XdistController(state), "nodegate-xdist-controller")
 

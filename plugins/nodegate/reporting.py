@@ -16,6 +16,7 @@ from nodegate.engine import RunResult
 from nodegate.gate import ADMISSION_FILE, admission_doc, decide, write_admission
 from nodegate.items import SITE_PREFIX, item_key
 from nodegate.model import Status, Verdict
+from nodegate.outliers import find_outliers, reject_blocking
 from nodegate.report import summary_lines
 from nodegate.state import STATE, RunState, now
 
@@ -95,6 +96,10 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         state.item_outcomes,
         result.interrupted,
     )
+    # The second tier (fleet-relative outliers); an interrupted run admits nobody anyway.
+    found = None if result.interrupted else find_outliers(result, state.profiles)
+    if found is not None:
+        reject_blocking(decisions, found)
     meta = {
         "run_id": state.run_id,
         "started_at": state.started_at,
@@ -103,6 +108,7 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         "transport": state.settings.transport,
         "stages": result.stages_run,
         **({"interrupted": result.interrupted} if result.interrupted else {}),
+        **({"outliers": found.to_json()} if found is not None else {}),
     }
     return admission_doc(
         decisions, [n.name for n in state.nodes], meta, (c for c, _ in state.selected)

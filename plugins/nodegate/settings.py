@@ -77,6 +77,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--replay", f"the bundle --transport replay answers from ({BUNDLE_HINT})", "DIR"),
     OptionSpec("--reports-dir", "where run directories go (default reports/)", "DIR"),
     OptionSpec("--run-id", "run directory name (default: UTC timestamp + random)", "ID"),
+    OptionSpec(
+        "--save-baseline", "CI A/B: store this run's facts and metrics in DIR/baseline.json", "DIR"
+    ),
+    OptionSpec(
+        "--compare-to",
+        "CI A/B: compare this run with the baseline in DIR (compare.json; exit 6 if regressed)",
+        "DIR",
+    ),
 )
 OPTION = {o.flag: o for o in OPTIONS}
 
@@ -96,6 +104,8 @@ class Settings:
     replay_dir: Path | None = None
     reports_dir: Path = Path("reports")
     run_id: str | None = None  # None: the controller makes one up
+    save_baseline: Path | None = None  # CI A/B mode (nodegate.abmode)
+    compare_to: Path | None = None
 
     def profile_search_path(self) -> list[Path]:
         """Profile directories in the order they are searched: the user's, then the shipped."""
@@ -181,6 +191,18 @@ def _run_id(g: _Given) -> str | None:
     return str(g.value)
 
 
+def _baseline_dir(g: _Given, *, must_exist: bool) -> Path | None:
+    """A baseline directory: one holding a baseline (--compare-to), or one to write to."""
+    if g.value is None:
+        return None
+    path = Path(str(g.value))
+    if must_exist and not path.is_dir():
+        raise g.bad("an existing directory holding a baseline.json (from --save-baseline)")
+    if path.exists() and not path.is_dir():
+        raise g.bad("a directory (made if missing)")
+    return path
+
+
 def _transport(g: _Given, known: Collection[str]) -> str:
     name = DEFAULT_TRANSPORT if g.value is None else str(g.value).strip()
     if name not in known:
@@ -229,4 +251,6 @@ def build_settings(
         replay_dir=_replay(given("--replay"), transport),
         reports_dir=Path(reports) if reports else bundled.default_reports_dir(rootpath),
         run_id=_run_id(given("--run-id")),
+        save_baseline=_baseline_dir(given("--save-baseline"), must_exist=False),
+        compare_to=_baseline_dir(given("--compare-to"), must_exist=True),
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from nodegate.abmode import EXIT_REGRESSED
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "root:$6$s3cr3t-hash:19700:0:99999:7:::"
@@ -171,7 +172,8 @@ def test_collect_only_leaves_no_run_directory(site: Path) -> None:
 def test_readme_exit_code_table_says_4_is_a_usage_error() -> None:
     readme = (REPO / "README.md").read_text()
     table = dict(re.findall(r"^\| (\d) \| (.+) \|$", readme, re.MULTILINE))
-    assert sorted(table) == ["0", "1", "2", "3", "4", "5"]
+    assert sorted(table) == ["0", "1", "2", "3", "4", "5", "6"]
+    assert table[str(EXIT_REGRESSED)].startswith("regressed: `--compare-to` found a regression")
     assert table["4"].startswith("usage error: ")
     for words in ("inventory", "ssh_config", "option", "--run-id"):
         assert words in table["4"], (words, table["4"])

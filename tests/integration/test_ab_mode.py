@@ -1,0 +1,126 @@
+"""CI A/B mode on the simulated fleet: a healthy run saved as baseline, then a run where one
+node's HCA firmware went down and one rail's bandwidth dropped 5 % (above its floor) exits 6
+naming both; the second tier flags that rail as a fleet outlier."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from ClusterShell.NodeSet import NodeSet
+from nodegate.abmode import compare_schema
+from nodegate.gate import admission_schema
+
+from tests.integration.conftest import Run, base_model
+
+pytestmark = pytest.mark.integration
+
+RAIL2, RAIL3 = "mlx5_2 (rail 2)", "mlx5_3 port 1 (rail 3)"
+BW = "ib_pairs.rail.bandwidth"
+
+
+def rail3_partners(run: Run, node: str) -> set[str]:
+    """Every node that measured rail 3 against `node` (the plan the run wrote)."""
+    plan = json.loads((run.run_dir / "ib_pairs" / "plan-generic-hgx-h100.json").read_text())
+    return {
+        t["client"] if t["server"] == node else t["server"]
+        for r in plan["rounds"]
+        for t in r["tests"]
+        if t["rail"] == 3 and node in (t["server"], t["client"])
+    }
+
+
+def regressions(compare: dict[str, Any]) -> set[tuple[str, str, str, str]]:
+    return {
+        (c["scope"], c["kind"], c["check"], c["component"])
+        for c in compare["changes"]
+        if c["regression"]
+    }
+
+
+def test_ab_pair_exits_regressed_naming_firmware_and_bandwidth(sim_fleet, tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline"
+    healthy = sim_fleet(base_model(8)).run(f"--save-baseline={baseline}")
+    assert healthy.rc == 0, healthy.stdout
+    assert f"baseline saved: {baseline / 'baseline.json'}" in healthy.stdout
+    assert healthy.admission["outliers"] == {"flagged": [], "notes": []}
+    saved = json.loads((baseline / "baseline.json").read_text())
+    assert saved["run_id"] == healthy.admission["run_id"] and len(saved["nodes"]) == 8
+
+    changed = sim_fleet(
+        base_model(8, faults={"gpu003": [{"hca_old_firmware": "mlx5_2"}],
+                              "gpu005": [{"slow_rail": "3:0.95"}]})
+    )  # fmt: skip
+    run = changed.run(f"--compare-to={baseline}")
+    assert run.rc == 6, run.stdout
+    compare = json.loads((run.run_dir / "compare.json").read_text())
+    jsonschema.Draft202012Validator(compare_schema()).validate(compare)
+    slow = {"gpu005", *rail3_partners(run, "gpu005")}
+    assert len(slow) >= 2 and "gpu003" not in slow
+    assert regressions(compare) == {
+        ("gpu003", "admission", "admission", ""),
+        ("gpu003", "status", "hca.firmware.version", ""),
+        ("gpu003", "status", "hca.firmware.uniform", ""),
+        ("gpu003", "fact", "hca.firmware.version", RAIL2),
+        ("gpu003", "status", BW, ""),
+        ("gpu003", "status", "ib_pairs.cleanup", ""),
+        *{(n, "metric", BW, RAIL3) for n in slow},
+    }
+    assert {(c["scope"], c["check"], c["component"]) for c in compare["changes"]
+            if not c["regression"]} == {("gpu003", "hca.firmware.uniform", RAIL2)}  # fmt: skip
+    assert compare["summary"]["regressed_nodes"] == sorted({"gpu003", *slow})
+    (fw,) = [c for c in compare["changes"] if c["kind"] == "fact" and c["regression"]]
+    assert (fw["before"], fw["after"], fw["rule"]) == (
+        "28.41.1000",
+        "28.37.1014",
+        "may not go down",
+    )
+    lines = run.stdout.splitlines()
+    sections = [ln.strip("= ") for ln in lines if ln.startswith("=====") and "nodegate" in ln]
+    assert sections == ["nodegate admission", "nodegate outliers", "nodegate A/B comparison"]
+    assert (
+        "  REGRESSION gpu003: hca.firmware.version [mlx5_2 (rail 2)]: 28.41.1000 -> 28.37.1014 "
+        "(may not go down)"
+    ) in lines
+    assert (
+        f"  REGRESSION {_nodeset(slow)}: {BW} [{RAIL3}]: 386 Gb/s -> 366.7 Gb/s (-5.0 %) "
+        "(may drop at most 3 %)"
+    ) in lines
+    # The slow rail passed its floor (360 Gb/s): only the second tier sees it in this run.
+    admission = run.admission
+    jsonschema.Draft202012Validator(admission_schema()).validate(admission)
+    assert set(run.rejected()) == {"gpu003"}
+    flags = admission["outliers"]["flagged"]
+    assert {(f["node"], f["component"], f["observed"], f["blocks_admission"]) for f in flags} == {
+        (n, RAIL3, 366.7, False) for n in slow
+    }
+    assert f"  {_nodeset(slow)}: flagged {BW} [{RAIL3}]: 366.7 Gb/s, below 374.42 Gb/s: " in (
+        run.stdout
+    )
+
+
+def test_a_baseline_of_another_profile_is_a_usage_error(sim_fleet, tmp_path: Path) -> None:
+    fleet = sim_fleet(base_model(2))
+    baseline = tmp_path / "baseline"
+    baseline.mkdir()
+    doc = {
+        "schema_version": 1, "kind": "nodegate-baseline", "run_id": "old",
+        "finished_at": "2026-11-29T00:00:01+00:00", "inventory": "x", "transport": "ssh",
+        "complete": True, "stages": [], "checks": [],
+        "nodes": {"gpu001": {"profile": "nd-h100-v5", "admitted": True, "checks": {}}},
+    }  # fmt: skip
+    (baseline / "baseline.json").write_text(json.dumps(doc))
+    run = fleet.run(f"--compare-to={baseline}")
+    assert run.rc == 4, run.stdout
+    assert (
+        f"ERROR: nodegate: --compare-to {baseline}: the baseline is of another profile: gpu001 "
+        "is nd-h100-v5 in the baseline, generic-hgx-h100 in this run"
+    ) in run.stdout
+    assert not run.run_dir.exists()
+
+
+def _nodeset(nodes: set[str]) -> str:
+    return str(NodeSet.fromlist(sorted(nodes)))

@@ -1,0 +1,142 @@
+"""Fleet-relative outliers: median/MAD per metric and component, a second tier after floors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from nodegate.engine import RunResult
+from nodegate.errors import ConfigError
+from nodegate.gate import admission_doc, decide
+from nodegate.model import Status, Verdict
+from nodegate.outliers import find_outliers, reject_blocking, summary_lines, validate_policies
+from nodegate.profiles import Profile
+from nodegate.stages.registry import checks_by_id
+
+CHECK = "ib_pairs.rail.bandwidth"
+RAIL3 = "mlx5_3 port 1 (rail 3)"
+POLICY = {"metrics": [CHECK], "k": 4.5, "min_drop_pct": 3, "min_nodes": 5}
+
+
+def profile(blocks: bool = False, **over: Any) -> Profile:
+    return Profile("p", "p.yaml", {"outliers": {**POLICY, "blocks_admission": blocks, **over}})
+
+
+def run(values: dict[str, float]) -> RunResult:
+    r = RunResult()
+    for node, bw in values.items():
+        status = Status.PASS if bw >= 360 else Status.FAIL
+        r.add(Verdict(CHECK, node, status, RAIL3, bw, ">= 360", "Gb/s"))
+        r.add(Verdict(CHECK, node, Status.PASS, "mlx5_0 port 1 (rail 0)", 386.0, ">= 360", "Gb/s"))
+    return r
+
+
+def fleet(*values: float) -> dict[str, float]:
+    return {f"gpu{i + 1}": v for i, v in enumerate(values)}
+
+
+def flagged(values: dict[str, float], prof: Profile | None = None) -> list[tuple[str, str]]:
+    found = find_outliers(run(values), dict.fromkeys(values, prof or profile()))
+    assert found is not None
+    return [(f.node, f.component) for f in found.flagged]
+
+
+def test_a_rail_above_the_floor_but_far_below_the_fleet_is_flagged() -> None:
+    values = fleet(386, 385, 387, 386, 366.7, 386)
+    found = find_outliers(run(values), dict.fromkeys(values, profile()))
+    assert found is not None
+    assert [f.to_json() for f in found.flagged] == [
+        {
+            "node": "gpu5",
+            "profile": "p",
+            "check": CHECK,
+            "component": RAIL3,
+            "observed": 366.7,
+            "unit": "Gb/s",
+            "median": 386.0,
+            "mad": 0.5,
+            "limit": 374.42,
+            "nodes": 6,
+            "blocks_admission": False,
+            "message": "366.7 Gb/s, below 374.42 Gb/s: fleet median 386 Gb/s, MAD 0.5 Gb/s "
+            "over 6 nodes",
+        }
+    ]
+    assert found.notes == []
+
+
+def test_identical_numbers_and_small_differences_flag_nobody() -> None:
+    assert flagged(fleet(386, 386, 386, 386, 386)) == []
+    # MAD 0: 380 is below median - k x 0, but not min_drop_pct below the median.
+    assert flagged(fleet(386, 386, 386, 386, 380)) == []
+    assert flagged(fleet(386, 386, 386, 386, 374)) == [("gpu5", RAIL3)]
+
+
+def test_wide_spread_raises_the_limit_by_k_mad() -> None:
+    # Median 375, MAD 15: limit 375 - 4.5 x 15 = 307.5; 350 is 6.7 % below, within the spread.
+    assert flagged(fleet(370, 380, 390, 400, 360, 350)) == []
+
+
+def test_a_node_below_its_floor_is_first_tier_only_and_tiny_fleets_are_noted() -> None:
+    assert flagged(fleet(386, 386, 386, 386, 231.6)) == []  # FAIL already: not a second flag
+    values = fleet(386, 386, 366.7)
+    found = find_outliers(run(values), dict.fromkeys(values, profile()))
+    assert found is not None and found.flagged == []
+    assert found.notes == [
+        f"{CHECK} (p): 2 components measured on 3 nodes or fewer, below min_nodes 5: not judged"
+    ]
+
+
+def test_profiles_are_separate_fleets_and_no_section_means_no_tier() -> None:
+    values = fleet(386, 386, 386, 386, 366.7, 300, 300, 300, 300, 300)
+    other = Profile("q", "q.yaml", {"outliers": {**POLICY, "blocks_admission": False}})
+    profiles = {n: profile() if i < 5 else other for i, n in enumerate(values)}
+    found = find_outliers(run(values), profiles)
+    assert found is not None and [(f.node, f.profile) for f in found.flagged] == [("gpu5", "p")]
+    assert find_outliers(run(values), dict.fromkeys(values, Profile("b", "b.yaml", {}))) is None
+
+
+def test_blocking_outliers_reject_with_their_own_reason() -> None:
+    values = fleet(386, 386, 386, 386, 366.7)
+    result = run(values)
+    selected = [(CHECK, n) for n in values]
+    decisions = decide(selected, result, dict.fromkeys(values, "p"), {})
+    found = find_outliers(result, dict.fromkeys(values, profile(blocks=True)))
+    assert found is not None
+    reject_blocking(decisions, found)
+    meta = {
+        "run_id": "r",
+        "started_at": "2026-11-29T00:00:00+00:00",
+        "finished_at": "2026-11-29T00:00:01+00:00",
+        "inventory": "i.yaml",
+        "transport": "ssh",
+        "stages": ["ib_pairs"],
+        "outliers": found.to_json(),
+    }
+    doc = admission_doc(decisions, list(values), meta, [CHECK])  # validates the schema
+    assert [n for n, d in doc["nodes"].items() if not d["admitted"]] == ["gpu5"]
+    assert doc["nodes"]["gpu5"]["reasons"] == [
+        {
+            "check": "outlier.ib_pairs.rail.bandwidth",
+            "status": "fail",
+            "component": RAIL3,
+            "observed": 366.7,
+            "expected": ">= 374.42",
+            "unit": "Gb/s",
+            "message": "fleet outlier: 366.7 Gb/s, below 374.42 Gb/s: fleet median 386 Gb/s, "
+            "MAD 0 Gb/s over 5 nodes",
+            "remediation": "retest",
+            "evidence": [],
+        }
+    ]
+    assert summary_lines(doc["outliers"]) == [
+        "fleet-relative outliers (second tier, median - k x MAD): 1 flagged",
+        f"  gpu5: REJECTED {CHECK} [{RAIL3}]: 366.7 Gb/s, below 374.42 Gb/s: fleet median "
+        "386 Gb/s, MAD 0 Gb/s over 5 nodes",
+    ]
+
+
+def test_an_unknown_metric_is_a_usage_error() -> None:
+    with pytest.raises(ConfigError, match=r"^profile p \(p.yaml\): outliers.metrics: ib.bw: no "):
+        validate_policies([profile(metrics=["ib.bw"])], checks_by_id())
+    validate_policies([profile(), Profile("b", "b.yaml", {})], checks_by_id())
