@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from nodegate import hookspecs
+from nodegate.actions.registry import make_actions
 from nodegate.controller import XdistController
 from nodegate.errors import ConfigError
 from nodegate.interrupts import InterruptGuard
@@ -72,6 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
             # Built now, connecting to nothing: a bad ssh_config entry or plugin setting is a
             # usage error before collection, not an internal error once the run has started.
             state.transport = state.open_transport()
+            actions = make_actions(settings, state.action_failures)
     except ConfigError as exc:
         raise pytest.UsageError(f"nodegate: {printable_lines(exc)}") from None
     config.stash[STATE] = state
@@ -87,6 +89,8 @@ def pytest_configure(config: pytest.Config) -> None:
         pm.register(Recorder(state), "nodegate-recorder")
         pm.register(AdmissionSummary(), "nodegate-admission-summary")
         pm.register(LatestLink(), "nodegate-latest-link")
+        for name, action in actions.items():
+            pm.register(action, f"nodegate-act-{name}")
         if pm.hasplugin("xdist"):
             pm.register(XdistController(state), "nodegate-xdist-controller")
 
