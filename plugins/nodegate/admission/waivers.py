@@ -115,7 +115,11 @@ def load_waivers(
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--waivers: cannot read {src}: {exc}") from None
-    doc = _dates_as_text(load_yaml(src, text))
+    try:
+        raw = load_yaml(src, text)
+    except ValueError as exc:  # PyYAML's date constructor: `2026-02-30`
+        raise ConfigError(f"{src}: not a valid date: {exc}") from None
+    doc = _dates_as_text(raw)
     errors = sorted(
         jsonschema.Draft202012Validator(waivers_schema()).iter_errors(doc),
         key=lambda e: list(map(str, e.absolute_path)),
