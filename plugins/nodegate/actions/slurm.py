@@ -116,6 +116,10 @@ class Scontrol:
             raise SlurmError(f"{self.exe} {' '.join(args[:2])}: {exc}") from None
 
     def nodes(self) -> dict[str, SlurmNode]:
+        conf = self.env.get("SLURM_CONF")
+        if conf is not None and not Path(conf).is_file():
+            # scontrol itself retries a missing slurm.conf for 60 s before it says so
+            raise SlurmError(f"SLURM_CONF={conf}: no such file")
         p = self._run(["show", "node", "-o"])
         if p.returncode != 0:
             conf = self.env.get("SLURM_CONF", "default slurm.conf")
@@ -149,8 +153,9 @@ def plan_node(doc: Mapping[str, Any], node: str, current: SlurmNode | None) -> A
         reason = reason_text(doc["run_id"], d["reasons"], REASON_MAX)
         if current.reason is not None and not current.ours:
             rec.result, rec.why = "unchanged", "foreign reason kept (not set by nodegate)"
-        elif current.drained and current.reason == reason:
-            rec.result, rec.why = "unchanged", "already drained with this reason"
+        elif current.drained and _cause(current.reason) == _cause(reason):
+            # Idempotent: an earlier run's drain for the same cause keeps its reason and time.
+            rec.result, rec.why = "unchanged", "already drained by nodegate for this cause"
         else:
             rec.action, rec.reason, rec.why = "drain", reason, "rejected"
     elif want == "return":
@@ -163,6 +168,11 @@ def plan_node(doc: Mapping[str, Any], node: str, current: SlurmNode | None) -> A
     else:
         rec.result, rec.why = "unchanged", f"{d['state']}: no action"
     return rec
+
+
+def _cause(reason: str | None) -> str | None:
+    """A nodegate reason without its run id: `gpu.xid GPU2 Xid 79 ... (rma)`."""
+    return None if reason is None else reason.partition(": ")[2]
 
 
 class SlurmAction:
