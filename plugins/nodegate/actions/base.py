@@ -60,14 +60,20 @@ def target_name(doc: Mapping[str, Any], node: str, label: str) -> str:
     return str(labels.get(label) or node)
 
 
-def main_reason(reasons: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The cause to name: the failures (else errors, else any), most severe class first."""
+def causes(reasons: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the node must be fixed for: its failures, else its errors, else every reason (a
+    skip or an unjudged check repeats an earlier failure)."""
     picked = (
         [r for r in reasons if r["status"] == "fail"]
         or [r for r in reasons if r["status"] == "error"]
         or reasons
     )
-    picked = [r for r in picked if not r["message"].startswith("not judged:")] or picked
+    return [r for r in picked if not r["message"].startswith("not judged:")] or picked
+
+
+def main_reason(reasons: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The cause to name: the most severe class among the causes."""
+    picked = causes(reasons)
     if not picked:
         return None
     return max(picked, key=lambda r: class_order(r.get("remediation_class")))
@@ -86,7 +92,7 @@ def reason_text(run_id: str, reasons: list[dict[str, Any]], limit: int) -> str:
     cls = main.get("remediation_class") or UNJUDGED_CLASS
     comp = short_component(main["component"])
     what = " ".join(p for p in (main["check"], comp, main["message"]) if p)
-    more = len({(r["check"], r["component"]) for r in reasons if r["status"] != "out_of_scope"})
+    more = len({(r["check"], r["component"]) for r in causes(reasons)})
     tail = f" ({cls})" + (f" +{more - 1} more" if more > 1 else "")
     head = f"{REASON_PREFIX}{run_id}: "
     # printable() escapes control characters; what is left may still be non-ASCII.
