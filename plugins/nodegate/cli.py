@@ -87,7 +87,13 @@ class _RunDir:
         self.path = run_dir
 
 
-DEMO_EXITS = {0: "all admitted", 1: "some nodes rejected", 2: "interrupted"}
+DEMO_EXITS = {
+    0: "all admitted",
+    1: "some nodes rejected",
+    2: "interrupted",
+    6: "not qualified: the run did not cover the admission policy",
+    8: "an --act action failed",
+}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
