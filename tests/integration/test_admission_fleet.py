@@ -67,8 +67,17 @@ def test_a_waiver_admits_its_node_until_it_expires(sim_fleet, tmp_path: Path) ->
     common = ("--profiles-dir", str(tmp_path / "profiles"), "--profile", "gate-h100",
               "-m", "reach or pcie_gpu")  # fmt: skip
 
-    waived = fleet.run(*common, f"--waivers={live}")
+    waived = fleet.run(*common, f"--waivers={live}", "--act", "kubernetes")
     assert waived.rc == 0, waived.stdout
+    # --act kubernetes (dry-run): every admitted node's patch, for review
+    patches = json.loads((waived.run_dir / "kubernetes-patches.json").read_text())
+    assert sorted(patches) == ["gpu001", "gpu002", "gpu003", "gpu004"]
+    assert {p["patch"]["metadata"]["labels"]["nodegate.io/admitted"] for p in patches.values()} \
+        == {"true"}  # fmt: skip
+    k8s = json.loads((waived.run_dir / "actions.json").read_text())["targets"]["kubernetes"]
+    assert [(a["node"], a["action"], a["result"]) for a in k8s["actions"]] == [
+        (n, "patch", "planned") for n in ("gpu001", "gpu002", "gpu003", "gpu004")
+    ]
     doc = waived.admission
     assert (doc["complete"], doc["summary"]["admitted"]) == (True, 4)
     node = doc["nodes"]["gpu003"]

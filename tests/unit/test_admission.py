@@ -184,3 +184,43 @@ def test_the_schema_refuses_a_not_qualified_node_with_a_failure() -> None:
     doc["nodes"]["n1"] |= {"reasons": [], "admitted": True}  # state still not_qualified
     with pytest.raises(jsonschema.ValidationError):  # state and admitted must agree
         jsonschema.Draft202012Validator(admission_schema()).validate(doc)
+
+
+# -- options -------------------------------------------------------------------------------
+def settings(cli: dict[str, object], ini: dict[str, object] | None = None):
+    from nodegate.settings import build_settings
+
+    return build_settings(cli, ini or {}, known_transports={"ssh"}, rootpath=Path("."))
+
+
+def test_admission_options(tmp_path: Path) -> None:
+    (tmp_path / "w.yaml").write_text("waivers: []\n")
+    s = settings(
+        {"nodegate_act": ["slurm", "kubernetes", "slurm"], "nodegate_apply": True,
+         "nodegate_kubeconfig": str(tmp_path / "w.yaml"),
+         "nodegate_waivers": str(tmp_path / "w.yaml"), "nodegate_allow_incomplete": True}
+    )  # fmt: skip
+    assert (s.act, s.apply, s.allow_incomplete) == (("slurm", "kubernetes"), True, True)
+    assert s.waivers == s.kubeconfig == tmp_path / "w.yaml"
+    assert settings({}, {"nodegate_act": "kubernetes slurm"}).act == ("kubernetes", "slurm")
+    assert settings({}).act == () and settings({}).apply is False
+
+
+@pytest.mark.parametrize(
+    ("cli", "ini", "message"),
+    [
+        ({"nodegate_act": ["lsf"]}, {}, "--act: got ['lsf'], expected one of slurm, kubernetes"),
+        ({}, {"nodegate_act": "slurm pbs"},
+         "--act (from ini nodegate_act): got 'slurm pbs', expected one of slurm, kubernetes"),
+        ({"nodegate_apply": True}, {},
+         "--apply: nothing to apply (give --act slurm or --act kubernetes)"),
+        ({"nodegate_act": ["kubernetes"], "nodegate_apply": True}, {},
+         "--act kubernetes --apply needs --kubeconfig FILE"),
+        ({"nodegate_waivers": "/no/such.yaml"}, {},
+         "--waivers: got '/no/such.yaml', expected an existing file"),
+    ],
+)  # fmt: skip
+def test_bad_admission_options_are_config_errors(cli, ini, message) -> None:
+    with pytest.raises(ConfigError) as exc:
+        settings(cli, ini)
+    assert str(exc.value) == message
