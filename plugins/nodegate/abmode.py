@@ -1,5 +1,5 @@
 """CI A/B mode in a run: `--save-baseline DIR` and `--compare-to DIR` (a
-`pytest_nodegate_admission` consumer), `compare.json`, the terminal section and exit code 6.
+`pytest_nodegate_admission` consumer), `compare.json`, the terminal section and exit code 7.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from nodegate.settings import Settings
 from nodegate.stages.registry import checks_by_id
 
 COMPARE_FILE = "compare.json"
-EXIT_REGRESSED = 6  # README "Exit codes": the comparison found a regression
+EXIT_REGRESSED = 7  # README "Exit codes": the comparison found a regression
 MAX_CHANGE_LINES = 20  # changes that are not regressions, on the terminal (all in compare.json)
 
 
@@ -184,7 +184,9 @@ class ABMode:
             self.lines += summary_lines(cmp, self.compare_to, os.path.relpath(out))
             self.regressed = cmp.regressed
             session = self.session
-            if self.regressed and session is not None and session.exitstatus in (0, 1):
+            # Regressed wins over admitted (0), rejected (1) and not qualified (6); an action
+            # failure (8) is set after this hook and wins over it.
+            if self.regressed and session is not None and session.exitstatus in (0, 1, 6):
                 session.exitstatus = EXIT_REGRESSED
         if self.save_to is not None:
             if not current["complete"]:

@@ -91,7 +91,9 @@ DEMO_EXITS = {
     0: "all admitted",
     1: "some nodes rejected",
     2: "interrupted",
-    6: "regressed against the baseline",
+    6: "not qualified: the run did not cover the admission policy",
+    7: "regressed against the baseline",
+    8: "an --act action failed",
 }
 
 

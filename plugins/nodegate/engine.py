@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from nodegate.admission.remediation import RemediationTable, table_of
 from nodegate.inventory import Node
 from nodegate.model import Status, Verdict
 from nodegate.profiles import Profile
@@ -142,6 +143,16 @@ class Engine:
         self.stages = list(stages)
         self.options = options or StageOptions()
         self.result = RunResult()  # filled as the stages end: what an interrupted run measured
+        self._tables: dict[str, RemediationTable] = {}
+
+    def classified(self, v: Verdict) -> Verdict:
+        """`v` with its remediation class from its node's profile (every verdict has one)."""
+        prof = self.profiles.get(v.node)
+        if prof is None:
+            return RemediationTable().classify(v)
+        if prof.name not in self._tables:
+            self._tables[prof.name] = table_of(prof.data)
+        return self._tables[prof.name].classify(v)
 
     async def run(self, selected: Iterable[tuple[str, str]]) -> RunResult:
         """`selected`: (check id, node) pairs; a stage runs for the nodes it has items for."""
@@ -161,7 +172,8 @@ class Engine:
                 why = blocked.get(n.name) if stage.active else _unreachable(result, n.name)
                 if why:
                     for c in stage.checks:
-                        result.add(Verdict(c.id, n.name, Status.SKIP, message=f"not run: {why}"))
+                        skip = Verdict(c.id, n.name, Status.SKIP, message=f"not run: {why}")
+                        result.add(self.classified(skip))
                 else:
                     part.append(n)
             t0 = time.monotonic()
@@ -186,7 +198,7 @@ class Engine:
                         for c in stage.checks
                     ]
                 for v in verdicts:
-                    result.add(v)
+                    result.add(self.classified(v))
             result.timings[stage.name] = round(time.monotonic() - t0, 3)
             result.stages_run.append(stage.name)
             for (_check, node), vs in result.verdicts.items():

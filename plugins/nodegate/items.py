@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+from nodegate.admission.waivers import WaiverSet
 from nodegate.engine import LoopThread
 from nodegate.model import CommandResult, CommandSpec, Status, Verdict
 from nodegate.safetext import printable, printable_lines
@@ -103,11 +104,17 @@ class CheckView:
     """What a check item sees: its verdicts; `assert_pass()` fails closed."""
 
     def __init__(
-        self, check: str, node: str, verdicts: list[Verdict], allure_to: tuple[str, Path] | None
+        self,
+        check: str,
+        node: str,
+        verdicts: list[Verdict],
+        allure_to: tuple[str, Path] | None,
+        waivers: WaiverSet | None = None,
     ) -> None:
         self.check = check
         self.node = node
         self.verdicts = verdicts
+        self.waivers = waivers or WaiverSet()
         self._allure_to = allure_to  # (stage, run dir) when --alluredir is given
 
     def assert_pass(self) -> None:
@@ -122,8 +129,21 @@ class CheckView:
         bad = [v for v in self.verdicts if v.status is not Status.PASS]
         if bad and all(v.status is Status.SKIP for v in bad):
             pytest.skip(printable(bad[0].message))
+        waived = [
+            (v, self.waivers.match(v.check, v.node, v.component, v.status.value)) for v in bad
+        ]
+        if bad and all(w is not None for _, w in waived):
+            # Reported as an expected failure: the gate admits on the waiver (`gate.decide`).
+            pytest.xfail(
+                "; ".join(
+                    printable(f"waived {v.check} [{v.component}]: {w.describe()}: {w.reason}")
+                    for v, w in waived
+                    if w is not None
+                )
+            )
         if bad:
-            pytest.fail("\n".join(_describe(v) for v in bad), pytrace=False)
+            blocking = [v for v, w in waived if w is None]
+            pytest.fail("\n".join(_describe(v) for v in blocking), pytrace=False)
 
 
 def _describe(v: Verdict) -> str:
@@ -166,7 +186,7 @@ def nodegate_check(request: pytest.FixtureRequest, nodegate_node: str) -> CheckV
         else None
     )
     verdicts = state.load_result().for_item(spec.id, nodegate_node)
-    return CheckView(spec.id, nodegate_node, verdicts, allure_to)
+    return CheckView(spec.id, nodegate_node, verdicts, allure_to, state.waivers)
 
 
 def _allure_attach(view: CheckView, stage: str, run_dir: Path) -> None:

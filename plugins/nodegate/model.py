@@ -89,6 +89,8 @@ class Verdict:
     message: str = ""
     remediation: str | None = None
     evidence: tuple[str, ...] = ()
+    # What the operator must do (`nodegate.admission.remediation.CLASSES`); None on a pass.
+    remediation_class: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +103,7 @@ class Verdict:
             "unit": self.unit,
             "message": self.message,
             "remediation": self.remediation,
+            "remediation_class": self.remediation_class,
             "evidence": list(self.evidence),
         }
 
@@ -117,4 +120,5 @@ class Verdict:
             message=d.get("message", ""),
             remediation=d.get("remediation"),
             evidence=tuple(d.get("evidence", ())),
+            remediation_class=d.get("remediation_class"),
         )

@@ -185,7 +185,8 @@ def reject_blocking(decisions: Mapping[str, NodeDecision], found: Outliers) -> N
         if f.blocks_admission and d is not None:
             d.reasons.append(
                 Reason(REASON_PREFIX + f.check, Status.FAIL.value, f.component, f.observed,
-                       f">= {f.limit:g}", "fleet outlier: " + f.message(), f.unit, REMEDIATION)
+                       f">= {f.limit:g}", "fleet outlier: " + f.message(), f.unit, REMEDIATION,
+                       remediation_class=REMEDIATION)
             )  # fmt: skip
 
 

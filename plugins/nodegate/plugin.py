@@ -13,6 +13,7 @@ import pytest
 
 from nodegate import hookspecs
 from nodegate.abmode import ABMode
+from nodegate.actions.registry import make_actions
 from nodegate.controller import XdistController
 from nodegate.errors import ConfigError
 from nodegate.interrupts import InterruptGuard
@@ -74,6 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
             # Built now, connecting to nothing: a bad ssh_config entry or plugin setting is a
             # usage error before collection, not an internal error once the run has started.
             state.transport = state.open_transport()
+            actions = make_actions(settings, state.action_failures)
         validate_policies(state.profiles.values(), checks_by_id())
         ab_mode = ABMode.configure(settings, state.profiles) if workerinput is None else None
     except ConfigError as exc:
@@ -94,6 +96,8 @@ def pytest_configure(config: pytest.Config) -> None:
         pm.register(OutlierSummary(), "nodegate-outliers")
         if ab_mode is not None:  # registered last: its trylast section prints last
             pm.register(ab_mode, "nodegate-ab-mode")
+        for name, action in actions.items():
+            pm.register(action, f"nodegate-act-{name}")
         if pm.hasplugin("xdist"):
             pm.register(XdistController(state), "nodegate-xdist-controller")
 

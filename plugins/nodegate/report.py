@@ -60,6 +60,8 @@ def fold_reasons(doc: Mapping[str, Any]) -> list[str]:
     """
     groups: dict[tuple[str, str, str, str, str], list[str]] = {}
     for node, d in doc["nodes"].items():
+        if d.get("state") == "not_qualified":
+            continue  # said once, in summary_lines
         reasons = d["reasons"]
         causes = (
             [r for r in reasons if r["status"] == "fail"]
@@ -69,7 +71,9 @@ def fold_reasons(doc: Mapping[str, Any]) -> list[str]:
         # An unjudged check after a failed session repeats the session's failure.
         causes = [r for r in causes if not r["message"].startswith("not judged:")] or causes
         for r in causes:
-            key = (r["check"], r["status"], r["component"], r["message"], observed_expected(r))
+            cls = f" ({r['remediation_class']})" if r.get("remediation_class") else ""
+            values = observed_expected(r) + cls
+            key = (r["check"], r["status"], r["component"], r["message"], values)
             groups.setdefault(key, []).append(node)
     order = {n: i for i, n in enumerate(doc["nodes"])}
     lines = []
@@ -86,17 +90,64 @@ def fold_reasons(doc: Mapping[str, Any]) -> list[str]:
 def summary_lines(doc: Mapping[str, Any], admission_path: str) -> list[str]:
     """The terminal's "nodegate admission" section, one escaped line per entry."""
     s = doc["summary"]
-    admitted = [n for n, d in doc["nodes"].items() if d["admitted"]]
-    rejected = [n for n, d in doc["nodes"].items() if not d["admitted"]]
+    states = {n: d.get("state") or ("admitted" if d["admitted"] else "rejected")
+              for n, d in doc["nodes"].items()}  # fmt: skip
+    admitted = [n for n, st in states.items() if st == "admitted"]
+    rejected = [n for n, st in states.items() if st == "rejected"]
+    unqualified = [n for n, st in states.items() if st == "not_qualified"]
     during = f" INTERRUPTED during {doc['interrupted']}:" if doc.get("interrupted") else ""
+    nq = f", {len(unqualified)} not qualified" if unqualified else ""
     lines = [
         f"nodegate run {doc['run_id']}:{during} {s['nodes']} nodes, {s['admitted']} admitted, "
-        f"{s['rejected']} rejected (stages: {', '.join(doc['stages']) or 'none'})",
+        f"{s['rejected']} rejected{nq} (stages: {', '.join(doc['stages']) or 'none'})",
     ]
     if admitted:
         lines.append(f"ADMITTED {NodeSet.fromlist(admitted)}")
     if rejected:
         lines.append(f"REJECTED {NodeSet.fromlist(rejected)}")
+        by_class = doc.get("remediation") or {}
+        if by_class:
+            lines.append(
+                "  by remediation: "
+                + "; ".join(f"{c} {NodeSet.fromlist(ns)}" for c, ns in by_class.items())
+            )
         lines += ["  " + ln for ln in fold_reasons(doc)]
+    if unqualified:
+        lines.append(f"NOT QUALIFIED {NodeSet.fromlist(unqualified)}: " + _missing(doc))
+    lines += _admission_notes(doc)
     lines.append(f"admission: {admission_path}")
     return [printable(line) for line in lines]
+
+
+def _missing(doc: Mapping[str, Any]) -> str:
+    """The required checks a diagnostic run left out, named (the first few)."""
+    out = list(doc.get("out_of_scope") or ())
+    shown = ", ".join(out[:6]) + (f" (+{len(out) - 6} more)" if len(out) > 6 else "")
+    return f"{len(out)} required checks did not run in this run: {shown}"
+
+
+def _admission_notes(doc: Mapping[str, Any]) -> list[str]:
+    """Waived failures, ignored waivers and an incomplete run's consequences."""
+    lines = []
+    for node, d in doc["nodes"].items():
+        for r in d.get("waived") or ():
+            w = r["waiver"]
+            comp = f" [{r['component']}]" if r["component"] else ""
+            lines.append(
+                f"WAIVED {node}: {r['check']} {r['status'].upper()}{comp}: {r['message']} "
+                f"- waiver {w['index']}: {w['reason']} (owner {w['owner']}, until {w['expires']})"
+            )
+    for w in (doc.get("waivers") or {}).get("expired", ()):
+        comp = f" [{w['component']}]" if w["component"] else ""
+        lines.append(
+            f"WARNING waiver {w['index']} ({w['check']}{comp} on {w['nodes']}, owner "
+            f"{w['owner']}) expired on {w['expires']}: ignored"
+        )
+    if doc.get("complete") is False and not doc.get("interrupted"):
+        follow = (
+            "reports/latest and actions follow it (--allow-incomplete)"
+            if doc.get("actionable")
+            else "reports/latest and actions do not follow it (--allow-incomplete to let them)"
+        )
+        lines.append(f"INCOMPLETE run (not every required check ran): {follow}")
+    return lines

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from _pytest.junitxml import xml_key
 
+from nodegate.admission.remediation import table_of
 from nodegate.controller import ITEMS, STARTING
 from nodegate.engine import RunResult
 from nodegate.gate import ADMISSION_FILE, admission_doc, decide, write_admission
@@ -20,8 +21,11 @@ from nodegate.outliers import find_outliers, reject_blocking
 from nodegate.report import summary_lines
 from nodegate.state import STATE, RunState, now
 
-# Exit codes (README "Exit codes"): pytest's own, plus 1 whenever a node is rejected.
-EXIT_ADMITTED, EXIT_REJECTED = 0, 1
+# Exit codes (README "Exit codes"): pytest's own, plus 1 whenever a node is rejected, 6 when
+# no node is rejected but some are not qualified (a run that did not cover their admission
+# policy: -k, -m), 8 when an --act action failed (actions.json says which). 7 is kept for
+# the CI A/B mode's "regressed".
+EXIT_ADMITTED, EXIT_REJECTED, EXIT_NOT_QUALIFIED, EXIT_REGRESSED, EXIT_ACTION_FAILED = 0, 1, 6, 7, 8
 
 
 class Recorder:
@@ -67,7 +71,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             if result.interrupted is None and exitstatus == pytest.ExitCode.INTERRUPTED:
                 result.interrupted = ITEMS
             for v in state.site_verdicts:
-                result.add(v)
+                prof = state.profiles.get(v.node)
+                result.add(table_of(prof.data).classify(v) if prof else v)
             # Final state of the run: site checks' verdicts and every connection opened.
             result.connections = getattr(state.transport, "connections_opened", 0)
             result.write(state.run_dir)
@@ -77,14 +82,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 _junit_not_run(
                     session.config, state, f"run interrupted during {result.interrupted}"
                 )
-            if doc["summary"]["rejected"] and session.exitstatus == EXIT_ADMITTED:
-                session.exitstatus = EXIT_REJECTED
+            if session.exitstatus == EXIT_ADMITTED:
+                session.exitstatus = _exit_for(doc)
             session.config.hook.pytest_nodegate_admission(doc=doc, run_dir=state.run_dir)
+            if state.action_failures and session.exitstatus in (
+                EXIT_ADMITTED,
+                EXIT_REJECTED,
+                EXIT_NOT_QUALIFIED,
+                EXIT_REGRESSED,
+            ):
+                session.exitstatus = EXIT_ACTION_FAILED
     finally:
         if state.loop is not None and state.transport is not None:
             state.loop.call(state.transport.close(), timeout=30)
         if state.loop is not None:
             state.loop.stop()
+
+
+def _exit_for(doc: dict[str, Any]) -> int:
+    """A run pytest saw pass: 1 if a node is rejected, else 6 if one is not qualified."""
+    if doc["summary"]["rejected"]:
+        return EXIT_REJECTED
+    if doc["summary"]["not_qualified"]:
+        return EXIT_NOT_QUALIFIED
+    return EXIT_ADMITTED
 
 
 def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
@@ -95,6 +116,8 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         {n.name: dict(n.labels) for n in state.nodes},
         state.item_outcomes,
         result.interrupted,
+        required=state.required(),
+        waivers=state.waivers,
     )
     # The second tier (fleet-relative outliers); an interrupted run admits nobody anyway.
     found = None if result.interrupted else find_outliers(result, state.profiles)
@@ -111,7 +134,13 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         **({"outliers": found.to_json()} if found is not None else {}),
     }
     return admission_doc(
-        decisions, [n.name for n in state.nodes], meta, (c for c, _ in state.selected)
+        decisions,
+        [n.name for n in state.nodes],
+        meta,
+        (c for c, _ in state.selected),
+        policies=state.policies,
+        waivers=state.waivers if state.settings.waivers is not None else None,
+        allow_incomplete=state.settings.allow_incomplete,
     )
 
 
@@ -149,12 +178,12 @@ class AdmissionSummary:
 
 
 class LatestLink:
-    """`reports/latest` -> the newest complete run directory (a `pytest_nodegate_admission`
-    consumer); an interrupted run leaves it where it was."""
+    """`reports/latest` -> the newest actionable run directory (a `pytest_nodegate_admission`
+    consumer): complete, or --allow-incomplete; an interrupted run leaves it where it was."""
 
     @pytest.hookimpl
     def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
-        if doc.get("interrupted"):
+        if not doc["actionable"]:
             return
         link = run_dir.parent / "latest"
         try:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nodegate import bundled
 from nodegate.errors import ConfigError
@@ -26,6 +27,7 @@ DEFAULT_FANOUT = 256
 DEFAULT_TRANSPORT = "ssh"
 REPLAY_TRANSPORT = "replay"
 BUNDLE_HINT = "a capture bundle or a run's raw/"
+ACTIONS = ("slurm", "kubernetes")  # built-in --act names (nodegate.actions)
 
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
@@ -82,9 +84,27 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "--compare-to",
-        "CI A/B: compare this run with the baseline in DIR (compare.json; exit 6 if regressed)",
+        "CI A/B: compare this run with the baseline in DIR (compare.json; exit 7 if regressed)",
         "DIR",
     ),
+    # Admission (nodegate.admission, nodegate.actions)
+    OptionSpec("--waivers", "YAML file of waivers: check, nodes, reason, owner, expires", "FILE"),
+    OptionSpec(
+        "--allow-incomplete",
+        "let a run that did not cover the admission policy move reports/latest and act",
+        kind="flag",
+    ),
+    OptionSpec(
+        "--act",
+        f"act on the decision: {' or '.join(ACTIONS)} (repeatable; the ini twin takes "
+        "whitespace-separated names; dry-run unless --apply)",
+        "NAME",
+        "append",
+    ),
+    OptionSpec(
+        "--apply", "carry out the --act actions (default: dry-run, a plan only)", kind="flag"
+    ),
+    OptionSpec("--kubeconfig", "kubeconfig for --act kubernetes --apply", "FILE"),
 )
 OPTION = {o.flag: o for o in OPTIONS}
 
@@ -106,6 +126,11 @@ class Settings:
     run_id: str | None = None  # None: the controller makes one up
     save_baseline: Path | None = None  # CI A/B mode (nodegate.abmode)
     compare_to: Path | None = None
+    waivers: Path | None = None
+    allow_incomplete: bool = False
+    act: tuple[str, ...] = ()
+    apply: bool = False
+    kubeconfig: Path | None = None
 
     def profile_search_path(self) -> list[Path]:
         """Profile directories in the order they are searched: the user's, then the shipped."""
@@ -221,6 +246,38 @@ def _replay(g: _Given, transport: str) -> Path | None:
     return path
 
 
+def _file(g: _Given) -> Path | None:
+    if g.value is None:
+        return None
+    path = Path(str(g.value))
+    if not path.is_file():
+        raise g.bad("an existing file")
+    return path
+
+
+def _act(g: _Given) -> tuple[str, ...]:
+    if g.value is None:
+        return ()
+    raw = g.value
+    if isinstance(raw, str):  # the ini twin: whitespace-separated names
+        words = raw.split()
+    elif isinstance(raw, (list, tuple)):
+        words = [str(v) for v in raw]
+    else:
+        raise g.bad("one of " + ", ".join(ACTIONS))
+    for w in words:
+        if w not in ACTIONS:
+            raise g.bad("one of " + ", ".join(ACTIONS))
+    return tuple(dict.fromkeys(words))
+
+
+def _admission_checks(act: tuple[str, ...], apply: bool, kubeconfig: Path | None) -> None:
+    if apply and not act:
+        raise ConfigError("--apply: nothing to apply (give --act slurm or --act kubernetes)")
+    if apply and "kubernetes" in act and kubeconfig is None:
+        raise ConfigError("--act kubernetes --apply needs --kubeconfig FILE")
+
+
 def build_settings(
     cli: Mapping[str, object],
     ini: Mapping[str, object],
@@ -253,4 +310,20 @@ def build_settings(
         run_id=_run_id(given("--run-id")),
         save_baseline=_baseline_dir(given("--save-baseline"), must_exist=False),
         compare_to=_baseline_dir(given("--compare-to"), must_exist=True),
+        **_admission(given),
     )
+
+
+def _admission(given: Callable[[str], _Given]) -> dict[str, Any]:
+    """The admission options, checked together."""
+    act = _act(given("--act"))
+    apply = _boolean(given("--apply"))
+    kubeconfig = _file(given("--kubeconfig"))
+    _admission_checks(act, apply, kubeconfig)
+    return {
+        "waivers": _file(given("--waivers")),
+        "allow_incomplete": _boolean(given("--allow-incomplete")),
+        "act": act,
+        "apply": apply,
+        "kubeconfig": kubeconfig,
+    }

@@ -10,12 +10,15 @@ from typing import Any
 
 import pytest
 
+from nodegate.admission.policy import AdmissionPolicy, policy_of
+from nodegate.admission.waivers import WaiverSet, load_waivers
 from nodegate.engine import LoopThread, RunResult
 from nodegate.errors import ConfigError
 from nodegate.inventory import Inventory, Node, load_inventory
 from nodegate.model import Verdict
 from nodegate.profiles import Profile, ProfileLibrary
 from nodegate.settings import Settings
+from nodegate.stages.registry import STAGES, checks_by_id
 from nodegate.transport.base import Transport
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.registry import make_transport
@@ -44,6 +47,13 @@ class RunState:
     reported: set[str] = field(default_factory=set)  # the items that reported an outcome
     site_verdicts: list[Verdict] = field(default_factory=list)
     ran: bool = False
+    policies: dict[str, AdmissionPolicy] = field(default_factory=dict)  # by profile name
+    waivers: WaiverSet = field(default_factory=WaiverSet)
+    action_failures: list[str] = field(default_factory=list)  # actions that could not act
+
+    def required(self) -> dict[str, tuple[str, ...]]:
+        """Node -> the check ids its admission policy requires."""
+        return {n: self.policies[p.name].required for n, p in self.profiles.items()}
 
     def load_result(self) -> RunResult:
         if self.result is None:
@@ -72,6 +82,12 @@ def build_state(config: pytest.Config, settings: Settings, workerinput: Any) -> 
                 f"{settings.inventory}: node {n.name} has no profile (set one, or --profile)"
             )
         profiles[n.name] = lib.get(name)
+    policies = {p.name: policy_of(p, STAGES) for p in profiles.values()}
+    waivers = WaiverSet()
+    if settings.waivers is not None:
+        waivers = load_waivers(
+            settings.waivers, checks_by_id(), inventory.groups, inventory.names()
+        )
     if workerinput is not None:
         run_dir = Path(workerinput[WORKER_RUN_DIR])
         run_id = run_dir.name
@@ -86,6 +102,8 @@ def build_state(config: pytest.Config, settings: Settings, workerinput: Any) -> 
         run_dir.resolve(),
         run_id,
         workerinput is not None,
+        policies=policies,
+        waivers=waivers,
     )
 
 

@@ -22,8 +22,10 @@ def judged(
     unit: str | None = None,
     remediation: str | None = None,
     evidence: tuple[str, ...] = (),
+    remediation_class: str | None = None,
 ) -> Verdict:
-    """PASS when `ok`, else FAIL with `remediation`."""
+    """PASS when `ok`, else FAIL with `remediation` (and `remediation_class`, when the check
+    knows it better than the profile's per-check table: `nodegate.admission.remediation`)."""
     return Verdict(
         check,
         node,
@@ -35,6 +37,7 @@ def judged(
         message=message,
         remediation=None if ok else remediation,
         evidence=evidence,
+        remediation_class=None if ok else remediation_class,
     )
 
 

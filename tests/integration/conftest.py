@@ -50,10 +50,21 @@ class Run:
         return json.loads((self.run_dir / "verdicts.json").read_text())
 
     def rejected(self) -> dict[str, list[dict[str, Any]]]:
-        return {n: d["reasons"] for n, d in self.admission["nodes"].items() if not d["admitted"]}
+        """Rejected node -> its reasons from the checks this run selected (a -m/-k run's
+        `out_of_scope` reasons left out: they are the same for every node)."""
+        return {
+            n: [r for r in d["reasons"] if r["status"] != "out_of_scope"]
+            for n, d in self.admission["nodes"].items()
+            if d["state"] == "rejected"
+        }
 
     def admitted(self) -> list[str]:
-        return [n for n, d in self.admission["nodes"].items() if d["admitted"]]
+        return [n for n, d in self.admission["nodes"].items() if d["state"] == "admitted"]
+
+    def passed(self) -> list[str]:
+        """Nodes not rejected: admitted, or (a -m/-k run) not qualified with every selected
+        check passed."""
+        return [n for n, d in self.admission["nodes"].items() if d["state"] != "rejected"]
 
 
 @dataclass

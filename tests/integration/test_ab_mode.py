@@ -1,5 +1,5 @@
 """CI A/B mode on the simulated fleet: a healthy run saved as baseline, then a run where one
-node's HCA firmware went down and one rail's bandwidth dropped 5 % (above its floor) exits 6
+node's HCA firmware went down and one rail's bandwidth dropped 5 % (above its floor) exits 7
 naming both; the second tier flags that rail as a fleet outlier."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_ab_pair_exits_regressed_naming_firmware_and_bandwidth(sim_fleet, tmp_pa
                               "gpu005": [{"slow_rail": "3:0.95"}]})
     )  # fmt: skip
     run = changed.run(f"--compare-to={baseline}")
-    assert run.rc == 6, run.stdout
+    assert run.rc == 7, run.stdout
     compare = json.loads((run.run_dir / "compare.json").read_text())
     jsonschema.Draft202012Validator(compare_schema()).validate(compare)
     slow = {"gpu005", *rail3_partners(run, "gpu005")}

@@ -120,5 +120,6 @@ def test_every_fail_reason_shows_observed_and_expected(sim_fleet: Any) -> None:
     escaped = "Rocky 9\\x1b[1A\\x1b[2Kgpu031 admitted\\x1b]0;owned\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07"
     assert lines[("gpu031", "reach.os.release", "os")] == [
         f"  gpu031: reach.os.release FAIL [os]: {escaped} "
-        "(observed rocky 9.3, expected ID in ['ubuntu'], VERSION_ID in ['22.04', '24.04'])"
+        "(observed rocky 9.3, expected ID in ['ubuntu'], VERSION_ID in ['22.04', '24.04']) "
+        "(fix_config)"  # its remediation class (#13)
     ]

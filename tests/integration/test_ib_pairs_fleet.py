@@ -95,7 +95,7 @@ def test_bad_link_between_two_leaves_blames_no_node(sim_fleet):
     model["faults"] = {"gpu[001-004]": [{"bad_link": "leaf03"}]}
     fleet = sim_fleet(model)
     run = fleet.run(*STAGES)
-    assert run.rc == 0, run.stdout
+    assert run.rc == 6, run.stdout  # no node rejected; -m: not qualified (#13)
     loc = localization(run)
     assert {tuple(p["leaves"]) for p in loc["suspect_paths"]} == {("leaf01", "leaf03")}
     cleared = [v for v in run.verdicts["verdicts"] if "suspect" in v["message"]]

@@ -36,7 +36,7 @@ def test_32_nodes_4_faults_exactly_those_rejected(sim_fleet):
     jsonschema.Draft202012Validator(admission_schema()).validate(doc)
     rej = run.rejected()
     assert sorted(rej) == ["gpu003", "gpu012", "gpu017", "gpu024"]
-    assert len(run.admitted()) == 28
+    assert len(run.passed()) == 28 and run.admitted() == []  # -m reach: not qualified (#13)
     # the right reasons
     assert "reach.ssh" in reason_checks(rej["gpu003"])
     ssh = next(r for r in rej["gpu003"] if r["check"] == "reach.ssh")
@@ -102,7 +102,7 @@ def test_transport_faults_are_outcomes(sim_fleet):
     garbage = {r["check"]: r for r in rej["gpu005"]}
     assert garbage["reach.os.release"]["status"] == "error"
     assert "unrecognized output" in garbage["reach.os.release"]["message"]
-    assert "gpu006" in run.admitted()  # slow but healthy
+    assert "gpu006" in run.passed()  # slow but healthy
 
 
 def test_all_healthy_exit_0_and_xdist_same_verdicts(sim_fleet):
@@ -122,13 +122,15 @@ def test_all_healthy_exit_0_and_xdist_same_verdicts(sim_fleet):
     assert parallel.verdicts["connections"] == 6
     healthy = fleet.run("--nodes", "gpu[001-003]")
     assert healthy.rc == 0, healthy.stdout
-    assert healthy.admission["summary"] == {"nodes": 3, "admitted": 3, "rejected": 0}
+    assert healthy.admission["summary"] == {
+        "nodes": 3, "admitted": 3, "rejected": 0, "not_qualified": 0
+    }  # fmt: skip
 
 
 def test_selection_k_and_nodes(sim_fleet):
     fleet = sim_fleet(base_model(8))
     run = fleet.run("-k", "kernel", "--nodes", "gpu[002-003],gpu007")
-    assert run.rc == 0, run.stdout
+    assert run.rc == 6, run.stdout  # a diagnostic run: not qualified (#13)
     doc = run.admission
     assert list(doc["nodes"]) == ["gpu002", "gpu003", "gpu007"]
     assert doc["checks"] == ["reach.kernel.uniform", "reach.kernel.version"]

@@ -321,8 +321,10 @@ def _finished_run(tmp_path: Path, per_node: dict[str, list[Verdict]], **extra: A
     return run_dir
 
 
-@pytest.mark.parametrize(("before", "after"), [(0, 6), (1, 6), (2, 2), (3, 3), (4, 4), (5, 5)])
-def test_regressed_exit_code_wins_only_over_admitted_and_rejected(
+@pytest.mark.parametrize(
+    ("before", "after"), [(0, 7), (1, 7), (6, 7), (2, 2), (3, 3), (4, 4), (5, 5), (8, 8)]
+)
+def test_regressed_exit_code_wins_over_admitted_rejected_and_not_qualified(
     tmp_path: Path, before: int, after: int
 ) -> None:
     slow = {n: verdicts(n, bw={0: 386.0, 3: 300.0}) for n in NODES}

@@ -47,7 +47,7 @@ def all_pass() -> list[Verdict]:
 
 def test_all_pass_admits():
     doc = doc_for(result(*all_pass()))
-    assert doc["summary"] == {"nodes": 2, "admitted": 2, "rejected": 0}
+    assert doc["summary"] == {"nodes": 2, "admitted": 2, "rejected": 0, "not_qualified": 0}
 
 
 @pytest.mark.parametrize("status", [Status.FAIL, Status.ERROR, Status.SKIP])

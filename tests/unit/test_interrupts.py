@@ -134,7 +134,8 @@ def test_an_interrupted_run_admits_no_node_and_keeps_measured_failures() -> None
         "interrupted": "hca",
     }  # fmt: skip
     doc = admission_doc(decisions, ["n1", "n2", "n3"], meta, ["reach.ssh", "hca.count"])
-    assert doc["summary"] == {"nodes": 3, "admitted": 0, "rejected": 3}
+    assert doc["summary"] == {"nodes": 3, "admitted": 0, "rejected": 3, "not_qualified": 0}
+    assert (doc["complete"], doc["actionable"]) == (False, False)
     assert summary_lines(doc, "a.json")[0] == (
         "nodegate run r: INTERRUPTED during hca: 3 nodes, 0 admitted, 3 rejected (stages: reach)"
     )
@@ -147,9 +148,13 @@ def test_latest_stays_on_the_last_complete_run(tmp_path: Path) -> None:
     (tmp_path / "old").mkdir()
     (tmp_path / "new").mkdir()
     (tmp_path / "latest").symlink_to("old")
-    LatestLink().pytest_nodegate_admission({"interrupted": "ib_pairs"}, tmp_path / "new")
+    interrupted = {"interrupted": "ib_pairs", "complete": False, "actionable": False}
+    LatestLink().pytest_nodegate_admission(interrupted, tmp_path / "new")
     assert os.readlink(tmp_path / "latest") == "old"
-    LatestLink().pytest_nodegate_admission({}, tmp_path / "new")
+    # A diagnostic run (-k, -m: not every required check ran) leaves it too (#13).
+    LatestLink().pytest_nodegate_admission({"actionable": False}, tmp_path / "new")
+    assert os.readlink(tmp_path / "latest") == "old"
+    LatestLink().pytest_nodegate_admission({"actionable": True}, tmp_path / "new")
     assert os.readlink(tmp_path / "latest") == "new"
 
 

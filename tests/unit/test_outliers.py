@@ -126,6 +126,7 @@ def test_blocking_outliers_reject_with_their_own_reason() -> None:
             "message": "fleet outlier: 366.7 Gb/s, below 374.42 Gb/s: fleet median 386 Gb/s, "
             "MAD 0 Gb/s over 5 nodes",
             "remediation": "retest",
+            "remediation_class": "retest",
             "evidence": [],
         }
     ]

@@ -43,13 +43,20 @@ def test_worked_example_gates_nodes(tmp_path, allowed):
     site = tmp_path / "suites"
     site.mkdir()
     (site / "test_site_kernel.py").write_text(example())
+    # The site's admission policy: this site check alone (#13: a run must cover the policy).
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "site-kernel.yaml").write_text(
+        "name: site-kernel\ndescription: site check only\nextends: generic-hgx-h100\n"
+        f"admission: {{require: {{stages: [], also_required: [{CHECK}]}}}}\n"
+    )
     (tmp_path / "inv.yaml").write_text(
-        "version: 1\ndefaults: {profile: generic-hgx-h100}\nnodes: {n1: {}}\n"
+        "version: 1\ndefaults: {profile: site-kernel}\nnodes: {n1: {}}\n"
     )
     prefixes = kernel if allowed == "own" else "0.0.0- 0.0.1-"
     p = subprocess.run(
         [sys.executable, "-m", "pytest", str(site), "--inventory=inv.yaml", "-p", "conftest"]
-        + ["--transport=local", "--reports-dir=reports", "--run-id=r", "-p", "no:cacheprovider"],
+        + ["--transport=local", "--reports-dir=reports", "--run-id=r", "-p", "no:cacheprovider"]
+        + ["--profiles-dir=profiles"],
         capture_output=True,
         text=True,
         timeout=120,

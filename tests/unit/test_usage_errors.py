@@ -172,8 +172,8 @@ def test_collect_only_leaves_no_run_directory(site: Path) -> None:
 def test_readme_exit_code_table_says_4_is_a_usage_error() -> None:
     readme = (REPO / "README.md").read_text()
     table = dict(re.findall(r"^\| (\d) \| (.+) \|$", readme, re.MULTILINE))
-    assert sorted(table) == ["0", "1", "2", "3", "4", "5", "6"]
+    assert sorted(table) == ["0", "1", "2", "3", "4", "5", "6", "7", "8"]  # 6, 7, 8: #13
     assert table[str(EXIT_REGRESSED)].startswith("regressed: `--compare-to` found a regression")
     assert table["4"].startswith("usage error: ")
-    for words in ("inventory", "ssh_config", "option", "--run-id"):
+    for words in ("inventory", "ssh_config", "option", "--run-id", "waiver", "SLURM_CONF"):
         assert words in table["4"], (words, table["4"])

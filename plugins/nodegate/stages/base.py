@@ -208,6 +208,16 @@ REMEDIATION = {
     Reach.ERROR: "read the reason; fix the inventory or ssh_config entry for the node",
     Reach.OK: "check the node's power, network and sshd; then requalify",
 }
+# Its remediation class (`nodegate.admission.remediation`): a dead node is rebooted first.
+REMEDIATION_CLASS = {
+    Reach.UNREACHABLE: "reboot",
+    Reach.TIMEOUT: "reboot",
+    Reach.AUTH_FAILED: "fix_config",
+    Reach.HOSTKEY_UNKNOWN: "fix_config",
+    Reach.HOSTKEY_CHANGED: "fix_config",
+    Reach.ERROR: "fix_config",
+    Reach.OK: "reboot",
+}
 
 
 def unreachable_verdicts(
@@ -229,6 +239,7 @@ def unreachable_verdicts(
                 expected=Reach.OK.value if fail else None,
                 message=why if fail else f"not judged: node session failed ({why})",
                 remediation=REMEDIATION[outcome.reach] if fail else None,
+                remediation_class=REMEDIATION_CLASS[outcome.reach] if fail else None,
             )
         )
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from nodegate.admission.remediation import XID_ACTION_CLASS
 from nodegate.model import Verdict
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.parsers.kernel_log import XidEvent
@@ -94,6 +95,7 @@ def _xid_verdict(
         unit="Xid",
         remediation=ACTION_REMEDIATION[worst],
         evidence=_ev(f),
+        remediation_class=XID_ACTION_CLASS[worst],  # the Xid table's class wins for gpu.xid
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from nodegate.admission.remediation import XID_ACTION_CLASS
 from nodegate.model import Verdict
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error
@@ -99,4 +100,5 @@ def _switch_verdict(
         unit="SXid",
         remediation=SXID_REMEDIATION[worst],
         evidence=ev,
+        remediation_class=XID_ACTION_CLASS[worst],  # the SXid table's class wins
     )

@@ -1,0 +1,173 @@
+"""What the actions share: which nodes to act on, the reason text, and `actions.json`.
+
+An action consumes only an actionable decision (`doc["actionable"]`: a complete run, or one
+the operator let through with --allow-incomplete; never an interrupted run). A rejected node
+is taken out of service, an admitted one returned, a not-qualified one left alone. Each
+action, planned or applied, and its result go to `<run-dir>/actions.json` (schema
+`schemas/actions.schema.json`), one section per target.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+from ClusterShell.NodeSet import NodeSet
+
+from nodegate.admission.remediation import UNJUDGED_CLASS, class_order
+from nodegate.safetext import printable
+
+ACTIONS_FILE = "actions.json"
+REASON_PREFIX = "nodegate "  # whoever's reason does not start so is not ours (NHC's rule)
+Intent = Literal["take_out", "return", "leave"]
+# A component's PCI address and what follows it (`GPU3 0000:5d:00.0 serial 1650...`): the
+# first words name the part in a reason that has to stay short.
+_PCI_TAIL = re.compile(r"\s+(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7].*$")
+
+
+def intent(doc: Mapping[str, Any], node: str) -> Intent:
+    """What an actionable decision asks for `node`."""
+    state = doc["nodes"][node].get("state")
+    if state == "rejected":
+        return "take_out"
+    if state == "admitted":
+        return "return"
+    return "leave"
+
+
+def not_actionable(doc: Mapping[str, Any]) -> str | None:
+    """Why actions must leave this decision alone, or None."""
+    if doc.get("interrupted"):
+        return f"run interrupted during {doc['interrupted']}: no action"
+    if not doc.get("actionable"):
+        return (
+            "run not complete (required checks out of scope: "
+            f"{len(doc.get('out_of_scope') or ())}): no action without --allow-incomplete"
+        )
+    return None
+
+
+def target_name(doc: Mapping[str, Any], node: str, label: str) -> str:
+    """The node's name in the target system: inventory label `label`, else its own name."""
+    labels = doc["nodes"][node].get("labels") or {}
+    return str(labels.get(label) or node)
+
+
+def causes(reasons: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the node must be fixed for: its failures, else its errors, else every reason (a
+    skip or an unjudged check repeats an earlier failure)."""
+    picked = (
+        [r for r in reasons if r["status"] == "fail"]
+        or [r for r in reasons if r["status"] == "error"]
+        or reasons
+    )
+    return [r for r in picked if not r["message"].startswith("not judged:")] or picked
+
+
+def main_reason(reasons: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The cause to name: the most severe class among the causes."""
+    picked = causes(reasons)
+    if not picked:
+        return None
+    return max(picked, key=lambda r: class_order(r.get("remediation_class")))
+
+
+def short_component(component: str) -> str:
+    return _PCI_TAIL.sub("", component).strip()
+
+
+def reason_text(run_id: str, reasons: list[dict[str, Any]], limit: int) -> str:
+    """`nodegate <run-id>: gpu.xid GPU2 Xid 79 x1 (...) (rma)`, ASCII, at most `limit` chars;
+    more causes are counted (`+2 more`)."""
+    main = main_reason(reasons)
+    if main is None:
+        return f"{REASON_PREFIX}{run_id}: rejected"[:limit]
+    cls = main.get("remediation_class") or UNJUDGED_CLASS
+    comp = short_component(main["component"])
+    what = " ".join(p for p in (main["check"], comp, main["message"]) if p)
+    more = len({(r["check"], r["component"]) for r in causes(reasons)})
+    tail = f" ({cls})" + (f" +{more - 1} more" if more > 1 else "")
+    head = f"{REASON_PREFIX}{run_id}: "
+    # printable() escapes control characters; what is left may still be non-ASCII.
+    body = printable(what).encode("ascii", "replace").decode("ascii")
+    room = limit - len(head) - len(tail)
+    if len(body) > room:
+        body = body[: max(room - 3, 0)].rstrip() + "..."
+    return (head + body + tail)[:limit]
+
+
+@dataclass
+class ActionRecord:
+    """One node's action: what was seen, what is planned or done, and how it went."""
+
+    node: str
+    target: str  # the node's name in the target system
+    decision: str  # admitted | rejected | not_qualified
+    action: str  # drain | resume | patch | none
+    why: str
+    before: dict[str, Any] | None = None
+    reason: str | None = None
+    result: str = "planned"  # planned | applied | unchanged | failed | skipped
+    after: dict[str, Any] | None = None
+    error: str | None = None
+    patch: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if v is not None or k in _ALWAYS}
+        return out
+
+
+_ALWAYS = ("before", "reason", "after", "error")
+
+
+@lru_cache(maxsize=1)
+def actions_schema() -> dict[str, Any]:
+    text = resources.files("nodegate").joinpath("schemas/actions.schema.json").read_text("utf-8")
+    doc: dict[str, Any] = json.loads(text)
+    return doc
+
+
+def record(
+    run_dir: Path,
+    doc: Mapping[str, Any],
+    target: str,
+    apply: bool,
+    records: list[ActionRecord],
+    skipped: str | None = None,
+    error: str | None = None,
+) -> Path:
+    """Write (or add this target's section to) `<run-dir>/actions.json`, validated."""
+    path = run_dir / ACTIONS_FILE
+    out: dict[str, Any] = {"schema_version": 1, "run_id": doc["run_id"], "targets": {}}
+    if path.exists():
+        out = json.loads(path.read_text(encoding="utf-8"))
+    out["targets"][target] = {
+        "mode": "apply" if apply else "dry-run",
+        "skipped": skipped,
+        "error": error,
+        "actions": [r.to_json() for r in records],
+    }
+    jsonschema.Draft202012Validator(actions_schema()).validate(out)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def summary(target: str, apply: bool, records: list[ActionRecord]) -> list[str]:
+    """Terminal lines: nodes folded per (action, result)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in records:
+        groups.setdefault((r.action, r.result), []).append(r.node)
+    mode = "applied" if apply else "dry-run"
+    lines = [f"{target} ({mode}):"]
+    for (action, result), nodes in sorted(groups.items()):
+        lines.append(f"  {action} {result}: {NodeSet.fromlist(nodes)}")
+    return [printable(line) for line in lines]

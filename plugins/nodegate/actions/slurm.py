@@ -1,0 +1,248 @@
+"""`--act slurm`: drain rejected nodes with a structured reason, resume requalified ones.
+
+NHC's rule: a node is resumed only when nodegate drained it (its reason starts with
+`nodegate `); a foreign drain or down reason (another tool's, an admin's) is never
+overwritten nor resumed. Idempotent: a node already drained with this run's reason is left
+as it is. Reads with `scontrol show node -o`, writes with `scontrol update` (argument lists,
+no shell); dry-run reads and plans only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodegate.actions.base import (
+    REASON_PREFIX,
+    ActionRecord,
+    intent,
+    not_actionable,
+    reason_text,
+    record,
+    summary,
+    target_name,
+)
+from nodegate.errors import ConfigError
+
+# Slurm's accounting keeps a node's reason in a MySQL TINYTEXT column (slurmdbd's node event
+# table, `reason tinytext not null`): 255 bytes; longer reasons are cut there.
+REASON_MAX = 255
+SLURM_NAME_LABEL = "slurm_node"  # inventory label: the node's Slurm name (docs/inventory.md)
+SCONTROL_TIMEOUT_S = 30.0
+_STATE = re.compile(r"(?:^|\s)State=(\S+)")
+# `Reason=<text> [<user>@<time>]`: scontrol appends who set it and when, so the reason is
+# what comes before that; without it (never seen), up to the next field.
+_REASON_SET = re.compile(r"(?:^|\s)Reason=(.*)\s\[[^\[\]\s]+@[^\[\]\s]+\]")
+_REASON_BARE = re.compile(r"(?:^|\s)Reason=(.*?)(?=\s+[A-Za-z]+=|$)")
+
+
+class SlurmError(Exception):
+    """scontrol could not be run or did not answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmNode:
+    name: str
+    state: str  # IDLE+DRAIN, DOWN+NOT_RESPONDING, ...
+    reason: str | None
+
+    @property
+    def flags(self) -> frozenset[str]:
+        return frozenset(self.state.upper().replace("*", "").split("+"))
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.flags
+
+    @property
+    def out(self) -> bool:
+        """Out of service: drained, draining or down."""
+        return self.drained or "DOWN" in self.flags
+
+    @property
+    def ours(self) -> bool:
+        return self.reason is not None and self.reason.startswith(REASON_PREFIX)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "reason": self.reason}
+
+
+def parse_show_node(text: str) -> dict[str, SlurmNode]:
+    """`scontrol show node -o` (one node per line) -> nodes by name; SlurmError if a line
+    is not understood."""
+    out: dict[str, SlurmNode] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = re.match(r"NodeName=(\S+)", line)
+        st = _STATE.search(line)
+        if m is None or st is None:
+            raise SlurmError(f"scontrol show node: line not understood: {line[:120]!r}")
+        r = _REASON_SET.search(line) or _REASON_BARE.search(line)
+        reason = r.group(1).strip() if r else None
+        out[m.group(1)] = SlurmNode(m.group(1), st.group(1), reason or None)
+    return out
+
+
+class Scontrol:
+    """The `scontrol` program, with the environment that names the cluster (SLURM_CONF)."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, exe: str = "scontrol") -> None:
+        self.env = dict(env if env is not None else os.environ)
+        self.exe = exe
+
+    def _run(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        path = shutil.which(self.exe, path=self.env.get("PATH"))
+        if path is None:
+            raise SlurmError(f"{self.exe} not found on PATH (install slurm-client)")
+        try:
+            return subprocess.run(
+                [path, *args],
+                capture_output=True,
+                text=True,
+                env=self.env,
+                timeout=SCONTROL_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SlurmError(f"{self.exe} {' '.join(args[:2])}: {exc}") from None
+
+    def nodes(self) -> dict[str, SlurmNode]:
+        conf = self.env.get("SLURM_CONF")
+        if conf is not None and not Path(conf).is_file():
+            # scontrol itself retries a missing slurm.conf for 60 s before it says so
+            raise SlurmError(f"SLURM_CONF={conf}: no such file")
+        p = self._run(["show", "node", "-o"])
+        if p.returncode != 0:
+            conf = self.env.get("SLURM_CONF", "default slurm.conf")
+            why = (p.stderr.strip().splitlines() or ["no message"])[0]
+            raise SlurmError(f"scontrol show node exited {p.returncode} (SLURM_CONF={conf}): {why}")
+        return parse_show_node(p.stdout)
+
+    def update(self, name: str, *settings: str) -> str | None:
+        """`scontrol update NodeName=<name> <settings>`; the error text, or None."""
+        p = self._run(["update", f"NodeName={name}", *settings])
+        if p.returncode == 0:
+            return None
+        return (p.stderr.strip() or p.stdout.strip() or f"exited {p.returncode}")[:500]
+
+
+def plan_node(doc: Mapping[str, Any], node: str, current: SlurmNode | None) -> ActionRecord:
+    """What Slurm should do with one node of an actionable decision."""
+    d = doc["nodes"][node]
+    name = target_name(doc, node, SLURM_NAME_LABEL)
+    seen = current.to_json() if current else None
+    rec = ActionRecord(node, name, d["state"], "none", "", seen)
+    if current is None:
+        rec.result, rec.why, rec.error = (
+            "failed",
+            "not a node of this Slurm cluster",
+            (f"scontrol show node has no node {name!r} (inventory label {SLURM_NAME_LABEL}?)"),
+        )
+        return rec
+    want = intent(doc, node)
+    if want == "take_out":
+        reason = reason_text(doc["run_id"], d["reasons"], REASON_MAX)
+        if current.reason is not None and not current.ours:
+            rec.result, rec.why = "unchanged", "foreign reason kept (not set by nodegate)"
+        elif current.drained and _cause(current.reason) == _cause(reason):
+            # Idempotent: an earlier run's drain for the same cause keeps its reason and time.
+            rec.result, rec.why = "unchanged", "already drained by nodegate for this cause"
+        else:
+            rec.action, rec.reason, rec.why = "drain", reason, "rejected"
+    elif want == "return":
+        if not current.out:
+            rec.result, rec.why = "unchanged", "admitted and in service"
+        elif not current.ours:
+            rec.result, rec.why = "unchanged", "foreign drain/down reason kept (not nodegate's)"
+        else:
+            rec.action, rec.why = "resume", "admitted; drained by nodegate"
+    else:
+        rec.result, rec.why = "unchanged", f"{d['state']}: no action"
+    return rec
+
+
+def _cause(reason: str | None) -> str | None:
+    """A nodegate reason without its run id: `gpu.xid GPU2 Xid 79 ... (rma)`."""
+    return None if reason is None else reason.partition(": ")[2]
+
+
+class SlurmAction:
+    """`pytest_nodegate_admission` implementation for `--act slurm`."""
+
+    def __init__(self, apply: bool, failures: list[str], scontrol: Scontrol | None = None):
+        self.apply = apply
+        self.failures = failures
+        self.scontrol = scontrol or Scontrol()
+        self.lines: list[str] = []
+
+    def check_usable(self) -> None:
+        """At configure: scontrol runs and answers (a usage error otherwise)."""
+        try:
+            self.scontrol.nodes()
+        except SlurmError as exc:
+            raise ConfigError(f"--act slurm: {exc}") from None
+
+    @pytest.hookimpl
+    def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
+        skipped = not_actionable(doc)
+        if skipped is not None:
+            record(run_dir, doc, "slurm", self.apply, [], skipped=skipped)
+            self.lines = [f"slurm: {skipped}"]
+            return
+        try:
+            before = self.scontrol.nodes()
+        except SlurmError as exc:
+            self._failed(run_dir, doc, str(exc))
+            return
+        recs = [plan_node(doc, n, before.get(target_name(doc, n, SLURM_NAME_LABEL)))
+                for n in doc["nodes"]]  # fmt: skip
+        if self.apply:
+            self._apply(recs)
+        record(run_dir, doc, "slurm", self.apply, recs)
+        self.failures += [f"slurm {r.node}: {r.error}" for r in recs if r.result == "failed"]
+        self.lines = summary("slurm", self.apply, recs)
+
+    def _apply(self, recs: list[ActionRecord]) -> None:
+        for r in recs:
+            if r.action == "drain":
+                assert r.reason is not None
+                r.error = self.scontrol.update(r.target, "State=DRAIN", f"Reason={r.reason}")
+            elif r.action == "resume":
+                r.error = self.scontrol.update(r.target, "State=RESUME")
+        unread: str | None = None
+        try:
+            after = self.scontrol.nodes()
+        except SlurmError as exc:
+            after, unread = {}, str(exc)
+        for r in recs:
+            if r.action == "none":
+                continue
+            now = after.get(r.target)
+            r.after = now.to_json() if now else None
+            done = now is not None and (
+                (r.action == "drain" and now.drained and now.reason == r.reason)
+                or (r.action == "resume" and not now.drained)
+            )
+            r.result = "applied" if r.error is None and done else "failed"
+            if r.result == "failed" and r.error is None:
+                r.error = unread or f"state after {r.action}: {now and now.to_json()}"
+
+    def _failed(self, run_dir: Path, doc: dict[str, Any], error: str) -> None:
+        record(run_dir, doc, "slurm", self.apply, [], error=error)
+        self.failures.append(f"slurm: {error}")
+        self.lines = [f"slurm: FAILED: {error}"]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.lines:
+            terminalreporter.section("nodegate actions")
+            for line in self.lines:
+                terminalreporter.write_line(line)
