@@ -188,9 +188,9 @@ def _emit(r: Response, *extra: str) -> str:
 
 def providers() -> list[Provider]:
     """Every stage's provider, in stage order (explicit registry, no discovery magic)."""
-    from nodegate.sim.tools import hca, ib_pairs, pcie_gpu, reach
+    from nodegate.sim.tools import hca, ib_pairs, nccl, pcie_gpu, reach
 
-    return [reach.PROVIDER, pcie_gpu.PROVIDER, hca.PROVIDER, ib_pairs.PROVIDER]
+    return [reach.PROVIDER, pcie_gpu.PROVIDER, hca.PROVIDER, ib_pairs.PROVIDER, nccl.PROVIDER]
 
 
 def node_tools(node: SimNode) -> list[SimTool]:
