@@ -140,9 +140,9 @@ def bootstrap(rank: dict[str, Any], ring: socket.socket) -> list[dict[str, Any]]
             time.sleep(0.1)
     s.settimeout(None)
     send(s, hello)
-    table: list[dict[str, Any]] = recv(s.makefile())
+    got: list[dict[str, Any]] = recv(s.makefile())
     s.close()
-    return table
+    return got
 
 
 def busbw(table: list[dict[str, Any]], size: int) -> float:
@@ -237,12 +237,14 @@ def run(o: dict[str, str]) -> int:
     nxt = table[(int(rank["rank"]) + 1) % n]
     out = socket.create_connection(tuple(nxt["ring"]))
     inp = ring.accept()[0].makefile("rb")
-    if fault_of(rank, "hang") is not None:
+    hang = fault_of(rank, "hang")
+    if hang is not None and (hang != "multi" or len({h["model"]["node"] for h in table}) > 1):
         signal.pause()  # a hung rank: the ring waits on it until the launcher's deadline
     if fault_of(rank, "internal_error") is not None:
         warn(rank, "Cuda failure 'an illegal memory access was encountered'")
         return failure(rank, "internal error - please report this issue to the NCCL developers / ")
-    if fault_of(rank, "ib_error") is not None:
+    nodes = {h["model"]["node"] for h in table}
+    if fault_of(rank, "ib_error") is not None and len(nodes) > 1:  # IB carries inter-node only
         peer = nxt["model"]["address"]
         warn(rank, f"NET/IB: Got completion from peer {peer}<{40000 + int(rank['rank'])}> with "
              "status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=0 vendor_err=129 "

@@ -29,9 +29,10 @@ BUSES = ("0000:18:00", "0000:2a:00", "0000:3a:00", "0000:5d:00",
 FAULTS = {
     "nccl_slow": "the node's rails run slow in NCCL jobs (ARG 'all' or a rail, ':FACTOR', 0.6)",
     "nccl_nvlink": "NVLink within the node runs at FACTOR (0.8): low only in a single-node job",
-    "nccl_hang": "the node's first rank hangs after connecting: the whole job hangs",
+    "nccl_hang": "the node's first rank hangs after connecting (ARG 'multi': only in jobs of "
+    "several nodes): the whole job hangs",
     "nccl_dies": "the node dies mid-job: its first rank is killed (SIGKILL) after connecting",
-    "nccl_ib_error": "the node's first rank gets an IB completion error (NCCL WARN, job fails)",
+    "nccl_ib_error": "in multi-node jobs the node's first rank gets an IB completion error (WARN)",
     "nccl_internal_error": "the node's first rank fails with NCCL 'internal error'",
     "nccl_wrong": "all-reduce results are wrong on this node (#wrong > 0, job fails)",
 }

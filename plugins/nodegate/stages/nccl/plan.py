@@ -22,7 +22,7 @@ import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from nodegate.active.rounds import Outcome, Round, RoundId
 
@@ -81,8 +81,10 @@ class Localization:
     leaf: Mapping[str, str]
     results: list[NcclOutcome] = field(default_factory=list)
     down: dict[str, str] = field(default_factory=dict)  # node -> why it could not take part
+    _memo: dict[str, Any] = field(default_factory=dict)  # derived sets, until the next add
 
     def add(self, r: NcclOutcome) -> None:
+        self._memo.clear()
         self.results.append(r)
         for n, why in r.lost:
             self.down.setdefault(n, why)
@@ -106,6 +108,12 @@ class Localization:
 
     def good(self) -> set[str]:
         """Nodes that passed a localization job and are not lost: the reference pool."""
+        if "good" not in self._memo:
+            self._memo["good"] = self._good()
+        got: set[str] = self._memo["good"]
+        return got
+
+    def _good(self) -> set[str]:
         out = {n for r in self.of_phase("group", "pair", "half") if r.passed for n in r.test.nodes}
         return out - self.down.keys() - self.blamed()
 
@@ -118,11 +126,27 @@ class Localization:
         ]
 
     def blamed(self) -> set[str]:
-        return {n for n in self.nodes if len({r.test.partner for r in self.pair_failures(n)}) >= 2}
+        if "blamed" not in self._memo:
+            self._memo["blamed"] = self._blamed()
+        got: set[str] = self._memo["blamed"]
+        return got
+
+    def _blamed(self) -> set[str]:
+        partners: dict[str, set[str | None]] = {}
+        for r in self.of_phase("pair"):
+            if r.test.subject is not None and not r.passed and self.judged(r):
+                partners.setdefault(r.test.subject, set()).add(r.test.partner)
+        return {n for n, ps in partners.items() if len(ps) >= 2}
 
     def suspects(self) -> list[str]:
         """Members of failing (judged) groups, and subjects of failing pairs, not yet cleared,
         blamed or lost."""
+        if "suspects" not in self._memo:
+            self._memo["suspects"] = self._suspects()
+        got: list[str] = self._memo["suspects"]
+        return got
+
+    def _suspects(self) -> list[str]:
         failed = {
             n
             for r in self.of_phase("group", "pair")
@@ -136,6 +160,12 @@ class Localization:
     def smallest_failing(self) -> tuple[str, ...] | None:
         """The smallest job over several nodes that failed with none of its nodes to blame:
         every node cleared by itself with good partners (or every smaller group passed)."""
+        if "smallest_failing" not in self._memo:
+            self._memo["smallest_failing"] = self._smallest_failing()
+        got: tuple[str, ...] | None = self._memo["smallest_failing"]
+        return got
+
+    def _smallest_failing(self) -> tuple[str, ...] | None:
         suspects, blamed = set(self.suspects()), self.blamed()
         explained = suspects | blamed | self.down.keys()
         failing = [
