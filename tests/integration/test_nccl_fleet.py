@@ -181,7 +181,7 @@ def test_nccl_errors_are_errors_and_wrong_data_fails(sim_fleet):
     assert bad == {"gpu002": "error", "gpu004": "error", "gpu006": "fail", "gpu009": "fail"}
     assert "NCCL WARN Cuda failure 'an illegal memory access" in single["gpu002"]["message"]
     assert "wrong data" in single["gpu006"]["message"]
-    assert single["gpu009"]["observed"] == pytest.approx(373.1, abs=0.5)
+    assert single["gpu009"]["observed"] == pytest.approx(375.93, abs=0.05)
     # the other eight form the whole set and pass it
     whole = verdicts(run, "nccl.whole.busbw")
     assert sorted(n for n, v in whole.items() if v["status"] == "pass") == [

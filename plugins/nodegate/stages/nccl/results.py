@@ -17,7 +17,6 @@ from nodegate.parsers.nccl_debug import parse_nccl_debug
 from nodegate.parsers.nccl_tests import NcclTestsFailure, NcclTestsResult, parse_all_reduce_perf
 from nodegate.stages.ib_pairs.perftest import stderr_gist
 from nodegate.transport.process import ProcessResult
-from nodegate.transport.script import TIMEOUT_RCS
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +37,9 @@ def read_job(run: Execution, message_bytes: int, ranks: int, timeout_s: float) -
             None, None, run.error or (run.sides[0].detail if run.sides else "no launcher")
         )
     r = run.sides[0].result
-    # Ended by the node's `timeout` (rc 124, or 137 after its KILL): at the deadline, whereas
-    # a rank killed by a signal makes mpirun exit 137 early.
-    ended = r.rc in TIMEOUT_RCS and r.duration_s >= timeout_s - 1
+    # Ended by the node's `timeout` at the deadline (rc 124, 137 after its KILL, or the
+    # launcher's own exit status once TERM reached it), not by a failure before it.
+    ended = r.rc != 0 and r.duration_s >= timeout_s - 0.5
     if r.timed_out or r.killed or ended:
         return JobReading(
             None, None, f"job did not finish within {timeout_s:g} s: every rank killed"
