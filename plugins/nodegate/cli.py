@@ -27,6 +27,7 @@ SIM_HELP = "build: write the fleet; start/stop: its sshd daemons; up: build + st
 
 def cmd_sim(args: argparse.Namespace) -> int:
     from nodegate.sim.fleet import Fleet, build_fleet
+    from nodegate.sim.slurm import SlurmCluster
 
     root = Path(args.dir)
     if args.action in ("build", "up"):
@@ -39,13 +40,29 @@ def cmd_sim(args: argparse.Namespace) -> int:
         fleet.start()
         st = fleet.status()
         print(f"started: {st.running} sshd daemons, {st.listening} node addresses listening")
+        if args.slurm:
+            cluster = SlurmCluster(fleet.root)
+            try:
+                cluster.start()
+            except BaseException:
+                cluster.stop()
+                fleet.stop()
+                raise
+            print(
+                f"  slurm:      munged, slurmctld, {len(cluster.nodes())} slurmd; "
+                f"export SLURM_CONF={cluster.conf}"
+            )
         print(f"  inventory:  {fleet.root / 'inventory.yaml'}")
         print(
             f"  ssh_config: {fleet.root / 'ssh_config'}"
             f"   (ssh -F {fleet.root / 'ssh_config'} <node>)"
         )
     elif args.action == "stop":
-        print(f"stopped {fleet.stop()} sshd daemons of {fleet.root}")
+        slurm = SlurmCluster(fleet.root).stop()
+        print(
+            f"stopped {fleet.stop()} sshd daemons of {fleet.root}"
+            + (f" and {slurm} Slurm daemons" if slurm else "")
+        )
     elif args.action == "status":
         st = fleet.status()
         print(
@@ -233,6 +250,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--dir", default=str(DEFAULT_SIM_ROOT / "demo"), help=DIR_HELP)
     s.add_argument("--subnet", default=DEFAULT_SUBNET, help=SUBNET_HELP)
     s.add_argument("--port", type=int, default=None, help="sshd port of every node (default 2222)")
+    s.add_argument(
+        "--slurm",
+        action="store_true",
+        help="start/up: also start a real Slurm cluster over the fleet (munged, slurmctld, one "
+        "slurmd per node, all on loopback); stop stops it",
+    )
     s.set_defaults(func=cmd_sim)
 
     c = sub.add_parser("capture", help="capture a replay bundle of stage commands")

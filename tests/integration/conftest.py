@@ -15,6 +15,7 @@ import pytest
 import yaml
 from nodegate.errors import ConfigError
 from nodegate.sim.fleet import Fleet, build_fleet, find_sshd
+from nodegate.sim.slurm import SlurmCluster
 
 REPO = Path(__file__).resolve().parents[2]
 _subnets = itertools.count(0)
@@ -59,6 +60,11 @@ class Run:
 class SimFleet:
     fleet: Fleet
     tmp: Path
+    slurm: SlurmCluster | None = None
+
+    def env(self) -> dict[str, str]:
+        """The environment of a run: the operator's, plus SLURM_CONF when the fleet has Slurm."""
+        return {**os.environ, **(self.slurm.env() if self.slurm else {})}
 
     @property
     def inventory(self) -> Path:
@@ -76,14 +82,21 @@ class SimFleet:
     ) -> Run:
         """`pytest suites --inventory <fleet>` in a subprocess, as an operator runs it."""
         cmd, run_dir = self._command(args, inventory, tests)
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.tmp)
+        p = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, cwd=self.tmp, env=self.env()
+        )
         return Run(p.returncode, p.stdout + p.stderr, run_dir)
 
     def start(self, *args: str) -> tuple[subprocess.Popen[str], Path]:
         """The same run, started and left running (to be signalled); output on its stdout."""
         cmd, run_dir = self._command(args, None, None)
         p = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=self.tmp
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=self.tmp,
+            env=self.env(),
         )
         return p, run_dir
 
@@ -111,10 +124,12 @@ class SimFleet:
 
 @pytest.fixture
 def sim_fleet(tmp_path: Path, sshd_available: None):
-    """Factory: sim_fleet(model_dict) -> a started SimFleet, stopped at teardown."""
+    """Factory: sim_fleet(model_dict, slurm=False) -> a started SimFleet (with a real Slurm
+    cluster over it when `slurm`), stopped at teardown."""
     started: list[Fleet] = []
+    clusters: list[SlurmCluster] = []
 
-    def make(model: dict[str, Any]) -> SimFleet:
+    def make(model: dict[str, Any], slurm: bool = False) -> SimFleet:
         mpath = tmp_path / f"model-{len(started)}.yaml"
         mpath.write_text(yaml.safe_dump(model))
         for _attempt in range(10):
@@ -126,10 +141,17 @@ def sim_fleet(tmp_path: Path, sshd_available: None):
                     raise
                 continue  # another run's fleet holds that subnet: take the next
             started.append(fleet)
-            return SimFleet(fleet, tmp_path)
+            cluster = None
+            if slurm:
+                cluster = SlurmCluster(fleet.root)
+                clusters.append(cluster)
+                cluster.start()
+            return SimFleet(fleet, tmp_path, cluster)
         raise RuntimeError("no free loopback subnet for a simulated fleet")
 
     yield make
+    for c in clusters:
+        c.stop()
     for f in started:
         f.stop()
 

@@ -31,6 +31,10 @@ TRANSPORT_FAULTS = {
     "hang": "tool ARG never returns (killed at its deadline)",
     "garbage": "tool ARG prints garbage and exits 0",
     "missing": "tool ARG is not installed (rc 127)",
+    "slurmd_down": (
+        "with the fleet's Slurm (`nodegate sim up --slurm`): no slurmd runs for this node, so "
+        "Slurm sees it not responding (idle*, then DOWN)"
+    ),
     "flood": "tool ARG prints without end (a runaway tool: ~300 MB unless the node caps it)",
     "forge": (
         "tool ARG tries to forge the session: reads its shell's stdin for the stage script's "
