@@ -184,8 +184,22 @@ def test_nccl_errors_are_errors_and_wrong_data_fails(sim_fleet):
     assert single["gpu009"]["observed"] == pytest.approx(375.93, abs=0.05)
     # the other eight form the whole set and pass it
     whole = verdicts(run, "nccl.whole.busbw")
+    assert whole["gpu001"]["status"] == "pass", whole["gpu001"]
     assert sorted(n for n, v in whole.items() if v["status"] == "pass") == [
         n for n in (f"gpu{i:03d}" for i in range(1, 13)) if n not in faults
     ]
     assert sorted(run.rejected()) == sorted(faults)
     assert_clean(run, 12)
+
+
+def test_srun_healthy_fleet_passes_and_slow_node_is_named(sim_fleet):
+    fleet = sim_fleet(nccl_model(8, {"gpu006": [{"nccl_slow": "all"}]}), slurm=True)
+    run = run_nccl(fleet, launcher="srun")
+    assert run.rc == 1, run.stdout
+    loc = doc(run, "localization")
+    assert loc["named"] == ["gpu006"] and loc["rounds_used"] == 3, loc
+    single = verdicts(run, "nccl.single_node.busbw")
+    assert {v["status"] for v in single.values()} == {"pass"}
+    launcher = doc(run, "plan")["launcher"]
+    assert launcher == "srun"
+    assert_clean(run, 8)
