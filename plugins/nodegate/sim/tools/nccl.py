@@ -84,13 +84,33 @@ def files(node: SimNode) -> dict[str, str]:
     return {MODEL_PATH: json.dumps(node_model(node), indent=1) + "\n"}
 
 
+# The node's own ssh client reaches its peers as a real node's does (its ~/.ssh/config): here
+# through the fleet's ssh_config and port, found from NG_NODE (<fleet>/by-addr/<address>).
+SSH = r"""#!/bin/sh
+ng_root=${NG_NODE%/by-addr/*}
+ng_port=$(sed -n 's/^ *"port": \([0-9]*\).*/\1/p' "$ng_root/model.json")
+exec /usr/bin/ssh -F "$ng_root/ssh_config" -p "${ng_port:-2222}" "$@"
+"""
+# The simulated nodes run as root, and their "fabric" is loopback: Open MPI's own settings
+# for that, as a site's openmpi-mca-params.conf would hold them.
+MPIRUN = """#!/bin/sh
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
+export OMPI_MCA_oob_tcp_if_include OMPI_MCA_btl_tcp_if_include
+exec /usr/bin/mpirun "$@"
+"""
+
+
 def scripts(node: SimNode) -> dict[str, str]:
     sim = resources.files("nodegate").joinpath("sim/nccl_sim.py")
     py = shlex.quote(sys.executable)
     return {
         "all_reduce_perf": (
             f'#!/bin/sh\nexec {py} -I -S {shlex.quote(str(sim))} all_reduce_perf "$@"\n'
-        )
+        ),
+        "ssh": SSH,
+        "mpirun": MPIRUN,
     }
 
 
