@@ -125,7 +125,7 @@ CASES = {
     ),
     "capture-stages": Case(
         ("capture", "--inventory", "inv.yaml", "--stages", "bogus", "--out", "bundle"),
-        "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, hca, roce, ib_pairs",
+        "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, hca, roce, ib_pairs, nccl",
         cli=True,
     ),
     "capture-out-file": Case(

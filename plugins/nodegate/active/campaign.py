@@ -126,6 +126,11 @@ class Campaign(abc.ABC, Generic[T]):
         """The measured value, or why the output cannot be trusted (a tool error, not a low
         number)."""
 
+    def passes(self, test: T, value: float | None) -> bool:
+        """Performance: whether a sane value reaches the floor (a stage whose floor depends on
+        the test, or that judges more than one number, says so here)."""
+        return self.performance.holds(value)
+
     def localization_doc(self) -> dict[str, Any] | None:
         """What localization concluded (written to <stage>/localization-<name>.json)."""
         return None

@@ -158,7 +158,7 @@ def judge(c: Campaign[T], rnd: Round[T], test: T, run: Execution) -> Outcome[T]:
     if lost:
         return Outcome(test, rnd.id, False, None, "; ".join(w for _, w in lost), lost)
     sane = c.sanity(test, run)
-    passed = sane.error is None and c.performance.holds(sane.value)
+    passed = sane.error is None and c.passes(test, sane.value)
     return Outcome(test, rnd.id, passed, sane.value, sane.error)
 
 

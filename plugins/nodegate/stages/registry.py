@@ -8,12 +8,13 @@ from nodegate.checks import Check
 from nodegate.stages.base import CheckSpec, Stage
 from nodegate.stages.hca import STAGE as HCA
 from nodegate.stages.ib_pairs import STAGE as IB_PAIRS
+from nodegate.stages.nccl import STAGE as NCCL
 from nodegate.stages.pcie_gpu import STAGE as PCIE_GPU
 from nodegate.stages.reach import STAGE as REACH
 from nodegate.stages.roce import STAGE as ROCE
 
-# Pipeline order. Later issues insert roce (before ib_pairs) and append nccl.
-STAGES: tuple[Stage, ...] = (REACH, PCIE_GPU, HCA, ROCE, IB_PAIRS)
+# Pipeline order.
+STAGES: tuple[Stage, ...] = (REACH, PCIE_GPU, HCA, ROCE, IB_PAIRS, NCCL)
 # Stage names known to the plugin as markers, including stages still to come.
 STAGE_MARKERS = ("reach", "pcie_gpu", "hca", "roce", "ib_pairs", "nccl")
 

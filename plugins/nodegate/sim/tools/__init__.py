@@ -188,9 +188,16 @@ def _emit(r: Response, *extra: str) -> str:
 
 def providers() -> list[Provider]:
     """Every stage's provider, in stage order (explicit registry, no discovery magic)."""
-    from nodegate.sim.tools import hca, ib_pairs, pcie_gpu, reach, roce
+    from nodegate.sim.tools import hca, ib_pairs, nccl, pcie_gpu, reach, roce
 
-    return [reach.PROVIDER, pcie_gpu.PROVIDER, hca.PROVIDER, roce.PROVIDER, ib_pairs.PROVIDER]
+    return [
+        reach.PROVIDER,
+        pcie_gpu.PROVIDER,
+        hca.PROVIDER,
+        roce.PROVIDER,
+        ib_pairs.PROVIDER,
+        nccl.PROVIDER,
+    ]
 
 
 def node_tools(node: SimNode) -> list[SimTool]:

@@ -1,0 +1,313 @@
+"""Simulated nccl-tests `all_reduce_perf` rank for the simulated fleet (standard library only).
+
+One process per rank, started by a real launcher (`mpirun` through the fleet's sshd, or
+`srun` through the fleet's slurmd): its rank comes from the launcher's environment
+(OMPI_COMM_WORLD_* or SLURM_*), its node from NG_NODE. Every rank of a job meets the root at
+NCCL_COMM_ID (as NCCL's bootstrap does), then connects to its ring neighbours over loopback TCP
+and passes the data around the ring: one hung or dead rank hangs or breaks the whole job, as
+with NCCL. Rank 0 prints nccl-tests 2.19's format, bus bandwidth computed from the models of
+every node in the job (the slowest node or rail bounds the ring); NCCL WARN lines go to stderr.
+
+    python3 -I -S nccl_sim.py all_reduce_perf -b 1M -e 8G -f 2 -g 1 -c 1 -n 20 -w 5
+
+Node model: $NG_NODE/root/var/lib/nodegate-sim/nccl.json (written at fleet build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+TESTS_VERSION = "2.19.6"
+NCCL_CODE = 22807  # NCCL 2.28.7
+MAX_SIM_S = 2.0  # the whole sweep is simulated in at most this long (the rank sleeps)
+CONNECT_S = 30.0  # bootstrap: how long a rank retries the root (NCCL retries too)
+SIZES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+VALUE = {
+    "t": "nthreads", "g": "ngpus", "b": "minbytes", "e": "maxbytes", "i": "stepbytes",
+    "f": "stepfactor", "o": "op", "d": "datatype", "r": "root", "n": "iters",
+    "w": "warmup_iters", "m": "agg_iters", "c": "check", "z": "blocking", "G": "cudagraph",
+    "a": "average", "u": "unalign", "N": "run_cycles", "p": "parallel_init",
+}  # fmt: skip
+LONG = {v: v for v in VALUE.values()}
+
+
+class Usage(Exception):
+    """A bad option: getopt's message (all_reduce_perf then prints its usage, rc 1)."""
+
+
+def parse_size(text: str) -> int:
+    t = text.strip().upper()
+    unit = t[-1] if t and t[-1] in SIZES else ""
+    try:
+        return int(float(t[: len(t) - len(unit)]) * SIZES[unit])
+    except ValueError:
+        raise Usage(f"invalid size {text!r}") from None
+
+
+def parse_args(argv: list[str]) -> dict[str, str]:
+    """all_reduce_perf's options (nccl-tests src/common.cu getopt_long), values kept raw."""
+    opts = {"nthreads": "1", "ngpus": "1", "minbytes": "32M", "maxbytes": "32M",
+            "stepfactor": "1", "iters": "20", "warmup_iters": "1", "check": "1",
+            "agg_iters": "1", "cudagraph": "0", "unalign": "0"}  # fmt: skip
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        i += 1
+        if a.startswith("--"):
+            name, eq, value = a[2:].partition("=")
+            if name not in LONG:
+                raise Usage(f"all_reduce_perf: unrecognized option '{a}'")
+            if not eq:
+                if i >= len(argv):
+                    raise Usage(f"all_reduce_perf: option '{a}' requires an argument")
+                value, i = argv[i], i + 1
+            opts[LONG[name]] = value
+        elif a.startswith("-") and len(a) == 2 and a[1] in VALUE:
+            if i >= len(argv):
+                raise Usage(f"all_reduce_perf: option requires an argument -- '{a[1]}'")
+            opts[VALUE[a[1]]], i = argv[i], i + 1
+        elif a.startswith("-") and len(a) > 2 and a[1] in VALUE:
+            opts[VALUE[a[1]]] = a[2:]
+        else:
+            raise Usage(f"all_reduce_perf: invalid option -- '{a.lstrip('-')[:1]}'")
+    return opts
+
+
+def sizes(o: dict[str, str]) -> list[int]:
+    lo, hi, f = parse_size(o["minbytes"]), parse_size(o["maxbytes"]), int(o["stepfactor"])
+    out = [max(lo, 4)]
+    while out[-1] * max(f, 2) <= hi and f > 1:
+        out.append(out[-1] * f)
+    return out
+
+
+def me() -> dict[str, Any]:
+    """This rank: its numbers from the launcher, its node's model from NG_NODE."""
+    env = os.environ
+    rank = env.get("OMPI_COMM_WORLD_RANK", env.get("SLURM_PROCID", "0"))
+    size = env.get("OMPI_COMM_WORLD_SIZE", env.get("SLURM_NTASKS", "1"))
+    local = env.get("OMPI_COMM_WORLD_LOCAL_RANK", env.get("SLURM_LOCALID", "0"))
+    path = os.path.join(env["NG_NODE"], "root/var/lib/nodegate-sim/nccl.json")
+    with open(path) as f:
+        model = json.load(f)
+    return {"rank": int(rank), "size": int(size), "local": int(local), "pid": os.getpid(),
+            "model": model}  # fmt: skip
+
+
+def send(sock: socket.socket, doc: Any) -> None:
+    sock.sendall(json.dumps(doc).encode() + b"\n")
+
+
+def recv(f: Any) -> Any:
+    line = f.readline()
+    if not line:
+        raise ConnectionError("peer closed")
+    return json.loads(line)
+
+
+def bootstrap(rank: dict[str, Any], ring: socket.socket) -> list[dict[str, Any]]:
+    """Every rank's hello, through the root at NCCL_COMM_ID (rank 0 listens there)."""
+    host, _, port = os.environ.get("NCCL_COMM_ID", "127.0.0.1:61000").rpartition(":")
+    n = int(rank["size"])
+    hello = {**rank, "ring": ring.getsockname()}
+    if rank["rank"] == 0:
+        root = socket.socket()
+        root.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        root.bind((host, int(port)))
+        root.listen(n)
+        peers = [root.accept()[0] for _ in range(n - 1)]
+        table = [hello] + [recv(p.makefile()) for p in peers]
+        table.sort(key=lambda h: h["rank"])
+        for p in peers:
+            send(p, table)
+            p.close()
+        root.close()
+        return table
+    deadline = time.monotonic() + CONNECT_S
+    while True:
+        try:
+            s = socket.create_connection((host, int(port)), timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    s.settimeout(None)
+    send(s, hello)
+    got: list[dict[str, Any]] = recv(s.makefile())
+    s.close()
+    return got
+
+
+def busbw(table: list[dict[str, Any]], size: int) -> float:
+    """GB/s at `size`: the slowest node bounds the ring (NVLink alone within one node, the
+    network across nodes), less at small sizes (a fixed latency per operation)."""
+    models = {h["model"]["node"]: h["model"] for h in table}
+    bw = min(float(m["nvlink_busbw"]) * float(m["nvlink_factor"]) for m in models.values())
+    latency_us = 15.0
+    if len(models) > 1:
+        bw = min(bw, *(float(m["net_busbw"]) * float(m["net_factor"]) for m in models.values()))
+        latency_us = 40.0
+    n = len(table)
+    moved = 2 * (n - 1) / n * size
+    t_us = latency_us + moved / (bw * 1e3)
+    return moved / (t_us * 1e3)
+
+
+def header(o: dict[str, str], table: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        f"# nccl-tests version {TESTS_VERSION} nccl-headers={NCCL_CODE} nccl-library={NCCL_CODE}",
+        "# Collective test starting: all_reduce_perf",
+        f"# nThread {o['nthreads']} nGpus {o['ngpus']} minBytes {parse_size(o['minbytes'])} "
+        f"maxBytes {parse_size(o['maxbytes'])} step: {o['stepfactor']}(factor) warmup iters: "
+        f"{o['warmup_iters']} iters: {o['iters']} agg iters: {o['agg_iters']} validation: "
+        f"{o['check']} graph: {o['cudagraph']} unalign: {o['unalign']}",
+        "#",
+        "# Using devices",
+    ]
+    for h in table:
+        m = h["model"]
+        gpu = m["gpus"][h["local"]]
+        lines.append(
+            f"#  Rank {h['rank']:2d} Group  0 Pid {h['pid']:6d} on {m['node']:>10} device "
+            f"{h['local']:2d} [{gpu['bus']}] {gpu['name']}"
+        )
+    lines += [
+        "#",
+        "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place",
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong"
+        "     time   algbw   busbw  #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)        "
+        "     (us)  (GB/s)  (GB/s)",
+    ]
+    return lines
+
+
+def row(size: int, bw: float, n: int, wrong: int) -> str:
+    moved = 2 * (n - 1) / n * size if n > 1 else size
+    t_us = moved / (bw * 1e3) if bw > 0 else 0.0
+    alg = size / (t_us * 1e3) if t_us > 0 else 0.0
+    bus = bw if n > 1 else 0.0
+    half = f"{t_us:8.1f} {alg:7.2f} {bus:7.2f} {wrong:7d}"
+    return f"{size:12d}  {size // 4:12d}     float     sum      -1 {half} {half}"
+
+
+def warn(rank: dict[str, Any], text: str) -> None:
+    m = rank["model"]
+    sys.stderr.write(
+        f"{m['node']}:{rank['pid']}:{rank['pid'] + 1} [{rank['local']}] NCCL WARN {text}\n"
+    )
+
+
+def failure(rank: dict[str, Any], what: str) -> int:
+    m = rank["model"]
+    sys.stderr.write(
+        f"{m['node']}: Test NCCL failure common.cu:1279 '{what}'\n"
+        f" .. {m['node']} pid {rank['pid']}: Test failure common.cu:1086\n"
+    )
+    sys.stderr.flush()
+    return 1
+
+
+REMOTE = "remote process exited or there was a network error / "
+
+
+def fault_of(rank: dict[str, Any], kind: str) -> Any:
+    return rank["model"]["faults"].get(kind) if rank["local"] == 0 else None
+
+
+def run(o: dict[str, str]) -> int:
+    rank = me()
+    gpus = rank["model"]["gpus"]
+    if rank["local"] >= len(gpus):
+        sys.stderr.write(f"{rank['model']['node']}: Test CUDA failure common.cu:1011 "
+                         "'invalid device ordinal'\n")  # fmt: skip
+        return 1
+    ring = socket.socket()
+    ring.bind((str(rank["model"]["address"]), 0))
+    ring.listen(1)
+    table = bootstrap(rank, ring)
+    n = len(table)
+    nxt = table[(int(rank["rank"]) + 1) % n]
+    out = socket.create_connection(tuple(nxt["ring"]))
+    inp = ring.accept()[0].makefile("rb")
+    hang = fault_of(rank, "hang")
+    if hang is not None and (hang != "multi" or len({h["model"]["node"] for h in table}) > 1):
+        signal.pause()  # a hung rank: the ring waits on it until the launcher's deadline
+    if fault_of(rank, "internal_error") is not None:
+        warn(rank, "Cuda failure 'an illegal memory access was encountered'")
+        return failure(rank, "internal error - please report this issue to the NCCL developers / ")
+    nodes = {h["model"]["node"] for h in table}
+    if fault_of(rank, "ib_error") is not None and len(nodes) > 1:  # IB carries inter-node only
+        peer = nxt["model"]["address"]
+        warn(rank, f"NET/IB: Got completion from peer {peer}<{40000 + int(rank['rank'])}> with "
+             "status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=0 vendor_err=129 "
+             "req_type=Send hca mlx5_0")  # fmt: skip
+        return failure(rank, REMOTE)
+    if fault_of(rank, "dies") is not None:
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGKILL)  # the node dies mid-job: its ranks vanish
+    steps = sizes(o)
+    bws = [busbw(table, s) for s in steps]
+    total = sum(2 * s / (b * 1e3) for s, b in zip(steps, bws, strict=True)) * 1e-6
+    pause = min(MAX_SIM_S, total * (int(o["iters"]) + int(o["warmup_iters"]))) / len(steps)
+    try:
+        for _ in steps:  # one pass of the ring per size
+            if rank["rank"] == 0:
+                time.sleep(pause)
+                out.sendall(b"x")
+                if not inp.read(1):
+                    raise ConnectionError("closed")
+            else:
+                if not inp.read(1):
+                    raise ConnectionError("closed")
+                out.sendall(b"x")
+    except OSError:
+        warn(rank, "NET/Socket : socket closed by peer (remote process exited)")
+        return failure(rank, REMOTE)
+    if rank["rank"] != 0:
+        return 0
+    wrong = any(h["model"]["faults"].get("wrong") is not None for h in table)
+    lines = header(o, table)
+    bad = 0
+    for s, b in zip(steps, bws, strict=True):
+        w = (s // 4) // 1000 + 1 if wrong else 0
+        bad += w
+        lines.append(row(s, b, n, w))
+    avg = sum(bws) / len(bws) if n > 1 else 0.0
+    lines += [
+        f"# {'Out of bounds values':<20} : {bad} {'FAILED' if bad else 'OK'}",
+        f"# {'Avg bus bandwidth':<20} : {avg:g} ",
+        "#",
+        "# Collective test concluded: all_reduce_perf",
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
+    return 1 if bad else 0
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] != "all_reduce_perf":
+        sys.stderr.write("usage: nccl_sim.py all_reduce_perf [options]\n")
+        return 2
+    try:
+        o = parse_args(argv[1:])
+        sizes(o)
+    except Usage as exc:
+        sys.stderr.write(f"{exc}\nUSAGE: all_reduce_perf [-t,--nthreads <num threads>] ...\n")
+        return 1
+    try:
+        return run(o)
+    except (OSError, ValueError, KeyError) as exc:
+        sys.stderr.write(f"nodegate-sim all_reduce_perf: {type(exc).__name__}: {exc}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,121 @@
+"""Simulated tools of the `nccl` stage: `all_reduce_perf`, one real process per rank
+(sim/nccl_sim.py) that meets its job's other ranks over loopback TCP, started by the real
+`mpirun` (through the fleet's sshd) or `srun` (through the fleet's slurmd).
+
+Hardware key `nccl` (all optional): `gpus` (ranks the node can hold, default 8),
+`nvlink_busbw` (GB/s one node reaches alone, default 480: ND H100 v5's 8 GiB all-reduce),
+`net_busbw` (GB/s the node's rails carry in a multi-node ring, default 370). The ib_pairs
+faults `slow_node` and `slow_rail` slow the node's rails for NCCL too.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Iterable
+from importlib import resources
+
+from nodegate.sim.model import SimNode
+from nodegate.sim.tools import Provider, SimTool
+
+MODEL_PATH = "/var/lib/nodegate-sim/nccl.json"
+SLOW_FACTOR = 0.6
+NVLINK_FACTOR = 0.8  # an NVLink fault: slower within the node, still above the network's rate
+# HGX H100/H200 board: the GPUs' PCI bus ids as nccl-tests prints them ([%04x:%02x:%02x]).
+BUSES = ("0000:18:00", "0000:2a:00", "0000:3a:00", "0000:5d:00",
+         "0000:9a:00", "0000:ab:00", "0000:ba:00", "0000:db:00")  # fmt: skip
+
+FAULTS = {
+    "nccl_slow": "the node's rails run slow in NCCL jobs (ARG 'all' or a rail, ':FACTOR', 0.6)",
+    "nccl_nvlink": "NVLink within the node runs at FACTOR (0.8): low only in a single-node job",
+    "nccl_hang": "the node's first rank hangs after connecting (ARG 'multi': only in jobs of "
+    "several nodes): the whole job hangs",
+    "nccl_dies": "the node dies mid-job: its first rank is killed (SIGKILL) after connecting",
+    "nccl_ib_error": "in multi-node jobs the node's first rank gets an IB completion error (WARN)",
+    "nccl_internal_error": "the node's first rank fails with NCCL 'internal error'",
+    "nccl_wrong": "all-reduce results are wrong on this node (#wrong > 0, job fails)",
+}
+
+
+def _factor(arg: str | None, default: float) -> float:
+    try:
+        return float(arg) if arg else default
+    except ValueError:
+        return default
+
+
+def _net_factor(node: SimNode) -> float:
+    f = 1.0
+    for fault in node.faults:
+        if fault.kind == "nccl_slow":
+            _, _, fac = (fault.arg or "all").partition(":")
+            f = min(f, _factor(fac, SLOW_FACTOR))  # one slow rail bounds its ring
+        elif fault.kind == "slow_node":
+            f = min(f, _factor(fault.arg, SLOW_FACTOR))
+        elif fault.kind == "slow_rail":
+            f = min(f, _factor((fault.arg or "").partition(":")[2], SLOW_FACTOR))
+    return f
+
+
+def node_model(node: SimNode) -> dict[str, object]:
+    hw = node.hw.get("nccl") or {}
+    name = str(node.hw.get("gpu_model") or "NVIDIA H100 80GB HBM3")
+    n_gpus = int(hw.get("gpus", 8))
+    nvlink = node.fault("nccl_nvlink")
+    faults = {
+        k.removeprefix("nccl_"): (f.arg or "")
+        for k in ("nccl_hang", "nccl_dies", "nccl_ib_error", "nccl_internal_error", "nccl_wrong")
+        if (f := node.fault(k)) is not None
+    }
+    return {
+        "node": node.name,
+        "address": node.address,
+        "gpus": [{"bus": BUSES[i % len(BUSES)], "name": name} for i in range(n_gpus)],
+        "nvlink_busbw": float(hw.get("nvlink_busbw", 480)),
+        "nvlink_factor": _factor(nvlink.arg, NVLINK_FACTOR) if nvlink else 1.0,
+        "net_busbw": float(hw.get("net_busbw", 370)),
+        "net_factor": _net_factor(node),
+        "faults": faults,
+    }
+
+
+def files(node: SimNode) -> dict[str, str]:
+    return {MODEL_PATH: json.dumps(node_model(node), indent=1) + "\n"}
+
+
+# The node's own ssh client reaches its peers as a real node's does (its ~/.ssh/config): here
+# through the fleet's ssh_config and port, found from NG_NODE (<fleet>/by-addr/<address>).
+SSH = r"""#!/bin/sh
+ng_root=${NG_NODE%/by-addr/*}
+ng_port=$(sed -n 's/^ *"port": \([0-9]*\).*/\1/p' "$ng_root/model.json")
+exec /usr/bin/ssh -F "$ng_root/ssh_config" -p "${ng_port:-2222}" "$@"
+"""
+# The simulated nodes run as root, and their "fabric" is loopback: Open MPI's own settings
+# for that, as a site's openmpi-mca-params.conf would hold them.
+MPIRUN = """#!/bin/sh
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
+export OMPI_MCA_oob_tcp_if_include OMPI_MCA_btl_tcp_if_include
+exec /usr/bin/mpirun "$@"
+"""
+
+
+def scripts(node: SimNode) -> dict[str, str]:
+    sim = resources.files("nodegate").joinpath("sim/nccl_sim.py")
+    py = shlex.quote(sys.executable)
+    return {
+        "all_reduce_perf": (
+            f'#!/bin/sh\nexec {py} -I -S {shlex.quote(str(sim))} all_reduce_perf "$@"\n'
+        ),
+        "ssh": SSH,
+        "mpirun": MPIRUN,
+    }
+
+
+def tools(node: SimNode) -> Iterable[SimTool]:
+    return ()
+
+
+PROVIDER = Provider(name="nccl", tools=tools, files=files, faults=FAULTS, scripts=scripts)

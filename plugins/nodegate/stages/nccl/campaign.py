@@ -1,0 +1,129 @@
+"""One nccl campaign: the nodes of one profile, single-node jobs, the whole set, localization."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ClusterShell.NodeSet import NodeSet
+
+from nodegate.active.addresses import PeerAddress, peer_address
+from nodegate.active.campaign import Campaign, EvidenceRefs, Execution, Spawner
+from nodegate.active.rounds import Sanity
+from nodegate.inventory import Node
+from nodegate.model import Verdict
+from nodegate.stages.nccl.checks import Judge
+from nodegate.stages.nccl.launch import job_env, mpirun_script, run_mpirun, run_srun
+from nodegate.stages.nccl.plan import NcclJob, NcclLocalizer, auto_group_nodes
+from nodegate.stages.nccl.profile import NcclProfile
+from nodegate.stages.nccl.results import JobReading, read_job
+from nodegate.transport.base import Transport
+
+
+class NcclCampaign(Campaign[NcclJob]):
+    """Units: nodes. Tests: all_reduce_perf jobs over disjoint groups of nodes."""
+
+    def __init__(
+        self,
+        name: str,
+        prof: NcclProfile,
+        members: Sequence[Node],
+        transport: Transport,
+        extra_env: Mapping[str, str],
+    ) -> None:
+        self.name = name
+        self.prof = prof
+        self.nodes = tuple(n.name for n in members)
+        leaf = {n.name: n.labels.get("leaf", "") for n in members}
+        self.localizer: NcclLocalizer = NcclLocalizer(
+            self.nodes,
+            leaf,
+            max_rounds=prof.max_rounds,
+            group_nodes=prof.group_nodes,
+            seed=prof.seed,
+        )
+        self.performance = prof.single_node.busbw  # per job: see passes()
+        self.extra_env = dict(extra_env)
+        # Where ranks reach each node: its data-plane address, not SSH's.
+        self.addresses: dict[str, PeerAddress] = {
+            n.name: peer_address(n, None, transport) for n in members
+        }
+        self.readings: dict[NcclJob, JobReading] = {}
+
+    def plan_header(self) -> dict[str, Any]:
+        n = len(self.nodes)
+        return {
+            "launcher": self.prof.launcher,
+            "ranks_per_node": self.prof.ranks_per_node,
+            "message_bytes": self.prof.message_bytes,
+            "group_nodes": self.prof.group_nodes or auto_group_nodes(n),
+            "max_localization_rounds": self.prof.max_rounds,
+            "addresses": {k: a.doc() for k, a in self.addresses.items()},
+        }
+
+    def test_doc(self, test: NcclJob) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "phase": test.phase,
+            "nodes": str(NodeSet.fromlist(list(test.nodes))),
+            "count": len(test.nodes),
+            "launched_from": test.nodes[0],
+            "floor": self.prof.floors(len(test.nodes)).describe(),
+        }
+        if test.subject is not None:
+            doc["subject"], doc["partner"] = test.subject, test.partner
+        return doc
+
+    def test_nodes(self, test: NcclJob) -> tuple[str, ...]:
+        return test.nodes
+
+    def test_key(self, test: NcclJob) -> str:
+        return test.key
+
+    def timeout_s(self, test: NcclJob) -> float:
+        single = test.phase == "single"
+        return self.prof.single_node_timeout_s if single else self.prof.job_timeout_s
+
+    async def execute(self, test: NcclJob, spawn: Spawner) -> Execution:
+        first = self.addresses[test.nodes[0]].address
+        env = job_env(self.prof, self.extra_env, f"{first}:{self.prof.bootstrap_port}")
+        timeout = self.timeout_s(test)
+        if self.prof.launcher == "srun":
+            return await run_srun(self.prof, test.nodes, env, timeout, spawn)
+        script = mpirun_script(self.prof, [self.addresses[n].address for n in test.nodes], env)
+        return await run_mpirun(test.nodes, script, timeout, spawn)
+
+    def sanity(self, test: NcclJob, run: Execution) -> Sanity:
+        ranks = len(test.nodes) * self.prof.ranks_per_node
+        reading = read_job(run, self.prof.message_bytes, ranks, self.timeout_s(test))
+        self.readings[test] = reading
+        return Sanity(reading.busbw, reading.error or reading.corrupt)
+
+    def passes(self, test: NcclJob, value: float | None) -> bool:
+        floors = self.prof.floors(len(test.nodes))
+        avg = self.readings[test].avg_busbw if test in self.readings else None
+        return floors.busbw.holds(value) and floors.avg_busbw.holds(avg)
+
+    def localization_doc(self) -> dict[str, Any]:
+        loc = self.localizer.loc
+        group = loc.smallest_failing()
+        whole = loc.whole()
+        return {
+            "whole_set": None
+            if whole is None
+            else {
+                "nodes": str(NodeSet.fromlist(list(whole.test.nodes))),
+                "passed": whole.passed,
+                "busbw": whole.value,
+                "error": whole.error,
+            },
+            "rounds_used": self.localizer.rounds_used(),
+            "named": sorted(loc.blamed()),
+            "not_confirmed": loc.suspects(),
+            "fault_needs_group": None if group is None else str(NodeSet.fromlist(list(group))),
+            "lost": dict(sorted(loc.down.items())),
+            "status": {n: loc.status(n) for n in self.nodes},
+        }
+
+    def verdicts(self, evidence: EvidenceRefs[NcclJob]) -> list[Verdict]:
+        judge = Judge(self.localizer.loc, self.prof, self.readings, evidence.refs)
+        return [v for n in self.nodes for v in judge.verdicts(n)]

@@ -1,0 +1,180 @@
+"""The checks of stage `nccl` (judged by the active skeleton's phases) and the per-node verdicts
+from what the jobs and the localization learnt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from ClusterShell.NodeSet import NodeSet
+
+from nodegate.active.judge import failure_status
+from nodegate.checks import Check, CheckTable
+from nodegate.model import Status, Verdict
+from nodegate.stages.nccl.plan import Localization, NcclJob, NcclOutcome
+from nodegate.stages.nccl.profile import NcclProfile
+from nodegate.stages.nccl.results import JobReading
+
+SINGLE = "nccl.single_node.busbw"
+WHOLE = "nccl.whole.busbw"
+LOCALIZED = "nccl.localized"
+CLEANUP = "nccl.cleanup"
+UNIT = "GB/s"
+
+CHECKS: CheckTable[None, NcclProfile] = CheckTable(
+    "nccl",
+    [
+        Check(SINGLE, "all_reduce_perf on the node alone reaches the single-node floor.", None,
+              "node", "test_nccl_single_node_busbw", "pipeline"),
+        Check(WHOLE, "the all-reduce over the whole admitted set reaches its floors, data right.",
+              None, "job", "test_nccl_whole_set_busbw", "pipeline"),
+        Check(LOCALIZED, "the node is not named by localization (cleared, or nothing to find).",
+              None, "node", "test_nccl_localized", "pipeline"),
+        Check(CLEANUP, "no all_reduce_perf rank or launcher is left on the node after the stage.",
+              None, "process", "test_no_stray_nccl", "pipeline"),
+    ],
+)  # fmt: skip
+
+Refs = Callable[[NcclOutcome, str], tuple[str, ...]]
+
+
+class Judge:
+    """Per-node verdicts of one campaign from its localization and the jobs' readings."""
+
+    def __init__(
+        self,
+        loc: Localization,
+        prof: NcclProfile,
+        readings: Mapping[NcclJob, JobReading],
+        refs: Refs,
+    ) -> None:
+        self.loc, self.prof, self.readings, self.refs = loc, prof, readings, refs
+
+    def verdicts(self, node: str) -> list[Verdict]:
+        return [self.single(node), self.whole(node), self.localized(node)]
+
+    def status(self, outcomes: Sequence[NcclOutcome]) -> Status:
+        """Wrong data is a FAIL (the job ran and measured it); otherwise a tool error with
+        nothing measured is an ERROR."""
+        if any(self._reading(o).corrupt for o in outcomes if not o.passed):
+            return Status.FAIL
+        return failure_status(outcomes)
+
+    def describe(self, o: NcclOutcome) -> str:
+        """`whole-16 (round 2): 212.3 GB/s, avg 150.1`, or what went wrong."""
+        r = self._reading(o)
+        head = f"{o.test.key} (round {o.round.label})"
+        if o.lost:
+            return f"{head}: not run ({'; '.join(w for _, w in o.lost)})"
+        parts = []
+        if r.busbw is not None:
+            parts.append(f"{r.busbw:g} {UNIT}")
+        if r.avg_busbw is not None:
+            parts.append(f"avg {r.avg_busbw:g}")
+        for why in (r.corrupt, r.error):
+            if why:
+                parts.append(why)
+        return f"{head}: {', '.join(parts) or 'no result'}"
+
+    def _reading(self, o: NcclOutcome) -> JobReading:
+        return self.readings.get(o.test) or JobReading(None, None, o.error)
+
+    def _verdict(
+        self, check: str, node: str, o: NcclOutcome, component: str, note: str = ""
+    ) -> Verdict:
+        floors = self.prof.floors(len(o.test.nodes))
+        status = Status.PASS if o.passed else self.status([o])
+        if o.lost_why(node) is not None:
+            status = Status.ERROR
+        msg = f"{self.describe(o)}{note} [{self.prof.describe(len(o.test.nodes))}]"
+        hint = None if o.passed else _hint(check, status)
+        return Verdict(
+            check, node, status, component, self._reading(o).busbw, floors.busbw.expected(),
+            UNIT, msg, hint, self.refs(o, node),
+        )  # fmt: skip
+
+    def single(self, node: str) -> Verdict:
+        o = self.loc.single(node)
+        if o is None:
+            return Verdict(SINGLE, node, Status.ERROR, "node", message="single-node job not run")
+        return self._verdict(SINGLE, node, o, f"node ({self.prof.ranks_per_node} ranks)")
+
+    def whole(self, node: str) -> Verdict:
+        o = self.loc.whole()
+        floor = self.prof.floors(2).busbw.expected()
+        if o is None or node not in o.test.nodes:
+            single = self.loc.single(node)
+            if single is not None and not single.passed:
+                why = "not in the whole-set job: its single-node job failed"
+                return Verdict(WHOLE, node, Status.SKIP, "job", None, floor, UNIT, why)
+            why = "whole-set job not run: fewer than two nodes passed their single-node job"
+            return Verdict(WHOLE, node, Status.ERROR, "job", None, floor, UNIT, why)
+        comp = f"whole set ({len(o.test.nodes)} nodes)"
+        note = "" if o.passed else f"; {self.named()}"
+        return self._verdict(WHOLE, node, o, comp, note)
+
+    def named(self) -> str:
+        """What localization concluded, for the whole-set verdict of every node."""
+        blamed = sorted(self.loc.blamed())
+        group = self.loc.smallest_failing()
+        parts = []
+        if blamed:
+            parts.append(f"localized: {NodeSet.fromlist(blamed)}")
+        suspects = self.loc.suspects()
+        if suspects:
+            parts.append(f"not confirmed: {NodeSet.fromlist(suspects)}")
+        if group is not None and not blamed:
+            parts.append(f"fault needs a group of {len(group)}: {NodeSet.fromlist(group)}")
+        if self.loc.down:
+            parts.append(f"lost: {NodeSet.fromlist(sorted(self.loc.down))}")
+        return "; ".join(parts) or "nothing localized"
+
+    def localized(self, node: str) -> Verdict:
+        st = self.loc.status(node)
+        mine = [r for r in self.loc.results if node in r.test.nodes and r.round.number > 2]
+        ev = tuple(ref for r in mine for ref in self.refs(r, node))
+        history = "; ".join(self.describe(r) for r in mine)
+        if st == "pass":
+            return Verdict(LOCALIZED, node, Status.PASS, "node", message="whole-set job passed")
+        if st == "untested":
+            return Verdict(LOCALIZED, node, Status.SKIP, "node",
+                           message="not in the whole-set job")  # fmt: skip
+        if st == "cleared":
+            return Verdict(LOCALIZED, node, Status.PASS, "node",
+                           message=f"cleared: {history}", evidence=ev)  # fmt: skip
+        if st == "lost":
+            return Verdict(LOCALIZED, node, Status.ERROR, "node", message=self.loc.down[node],
+                           remediation="check the node's SSH access, then qualify it again",
+                           evidence=ev)  # fmt: skip
+        if st == "blamed":
+            fails = self.loc.pair_failures(node)
+            msg = f"fails with two good partners: {'; '.join(self.describe(r) for r in fails)}"
+            return Verdict(LOCALIZED, node, self.status(fails), "node", message=msg,
+                           remediation="drain the node; check its GPUs, NVLink, HCAs and cables",
+                           evidence=ev)  # fmt: skip
+        if st == "group":
+            group = self.loc.smallest_failing() or ()
+            msg = (
+                f"the fault needs a group of {len(group)} nodes (smallest failing: "
+                f"{NodeSet.fromlist(list(group))}); every smaller job passed: {history}"
+            )
+            return Verdict(LOCALIZED, node, Status.FAIL, "node", message=msg,
+                           remediation="check the fabric between these nodes (switches, "
+                           "routing, adaptive routing, SHARP)", evidence=ev)  # fmt: skip
+        seen = [r for r in self.loc.results if node in r.test.nodes and not r.passed]
+        msg = f"failed and not confirmed within {self.prof.max_rounds} rounds: {history or '-'}"
+        return Verdict(LOCALIZED, node, self.status(seen) if seen else Status.ERROR, "node",
+                       message=msg, remediation="retest with more healthy nodes",
+                       evidence=ev)  # fmt: skip
+
+
+def _hint(check: str, status: Status) -> str:
+    if status is Status.ERROR:
+        return "read the job's output (evidence); an NCCL error or hang is no bandwidth number"
+    if check == SINGLE:
+        return "check NVLink / NVSwitch and the fabric manager (stage pcie_gpu)"
+    return "see nccl.localized for the node to blame; requalify without it"
+
+
+def unjudged(node: str, message: str) -> list[Verdict]:
+    """Every check ERROR for a node that cannot take part (no section)."""
+    return [Verdict(c.id, node, Status.ERROR, "nccl", message=message) for c in CHECKS]

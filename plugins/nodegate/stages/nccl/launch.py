@@ -1,0 +1,165 @@
+"""Launching one all_reduce_perf job: Open MPI `mpirun` from the job's first node over SSH, or
+Slurm `srun` from the controller. Both under the job's deadline; on timeout, interrupt or
+failure every rank is killed (through the launcher first, then by PID) and the stage's stray
+check looks for what is left.
+
+mpirun runs through the ledger's spawn on the first node, so it carries NODEGATE_SPAWN and is
+killed by PID; `-x NODEGATE_SPAWN` passes the tag to every rank on every node. srun is a local
+child of the controller (where SLURM_CONF points at the cluster): SIGINT twice cancels its
+step, SIGKILL after a grace, `scancel` of its job name after that; its ranks inherit the tag
+from srun's environment (srun exports the caller's environment by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import shlex
+import signal
+import time
+from collections.abc import Mapping, Sequence
+
+from nodegate.active.campaign import Execution, Side, Spawner, spawn_failure
+from nodegate.active.ledger import SpawnScope
+from nodegate.stages.nccl.profile import NcclProfile
+from nodegate.transport.process import SPAWN_ENV, ProcessResult, SpawnError
+
+SRUN_GRACE_S = 5.0  # after srun's second SIGINT, before SIGKILL
+SLACK_S = 15.0  # launcher start-up beyond the job's own deadline
+
+
+def perf_argv(prof: NcclProfile) -> list[str]:
+    """all_reduce_perf's arguments: the sweep, one GPU per rank, data checked."""
+    s = prof.sweep
+    return [
+        "all_reduce_perf", "-b", str(s.min_bytes), "-e", str(s.max_bytes),
+        "-f", str(s.step_factor), "-g", "1", "-c", "1",
+        "-n", str(prof.iterations), "-w", str(prof.warmup_iterations),
+    ]  # fmt: skip
+
+
+def job_env(prof: NcclProfile, extra: Mapping[str, str], comm_id: str) -> dict[str, str]:
+    """NCCL_*/UCX_* for every rank: the profile's, the RoCE settings, the bootstrap root."""
+    env = dict(prof.env)
+    env.update(extra)
+    env["NCCL_COMM_ID"] = comm_id
+    return dict(sorted(env.items()))
+
+
+def mpirun_script(prof: NcclProfile, addresses: Sequence[str], env: Mapping[str, str]) -> str:
+    """The launcher's shell script on the job's first node: the hostfile (data-plane
+    addresses, one line per node), the environment, then mpirun."""
+    rpn = prof.ranks_per_node
+    argv = ["mpirun", "--hostfile", "HOSTFILE", "-np", str(rpn * len(addresses))]
+    argv += ["--map-by", f"ppr:{rpn}:node", "--bind-to", "numa"]
+    for key, value in prof.mpirun_mca:
+        argv += ["--mca", key, value]
+    for name in [*env, SPAWN_ENV]:
+        argv += ["-x", name]
+    argv += [*prof.mpirun_args, *perf_argv(prof)]
+    cmd = " ".join('"$hf"' if a == "HOSTFILE" else shlex.quote(a) for a in argv)
+    hosts = " ".join(shlex.quote(f"{a} slots={rpn}") for a in addresses)
+    exports = "".join(f"{k}={shlex.quote(v)}; export {k}\n" for k, v in env.items())
+    return (
+        'hf=$(mktemp "${TMPDIR:-/tmp}/nodegate-nccl-hosts.XXXXXX") || exit 70\n'
+        "trap 'rm -f \"$hf\"' EXIT\n"
+        "trap 'exit 143' TERM INT\n"
+        f"printf '%s\\n' {hosts} > \"$hf\"\n"
+        f"{exports}"
+        f"{cmd}"
+    )
+
+
+async def run_mpirun(
+    nodes: Sequence[str], script: str, timeout_s: float, spawn: Spawner
+) -> Execution:
+    """mpirun on the first node; the other nodes run ranks only (checked for the tag after)."""
+    first = nodes[0]
+    try:
+        proc = await spawn.spawn(first, script, timeout_s)
+    except SpawnError as exc:
+        lost = spawn_failure(exc)
+        side = Side(first, "launcher", script, None, f"not started: {lost}", lost)
+        return Execution((side,), f"launcher {first}: {lost}")
+    result = await proc.wait()
+    return Execution((Side(first, "launcher", script, result),))
+
+
+def srun_argv(prof: NcclProfile, nodes: Sequence[str], timeout_s: float, name: str) -> list[str]:
+    minutes = max(1, int(timeout_s // 60) + 1)  # Slurm's own limit, past ours
+    return [
+        "srun", "-N", str(len(nodes)), f"--ntasks-per-node={prof.ranks_per_node}",
+        f"--mpi={prof.srun_mpi}", "-w", ",".join(nodes), "-J", name,
+        "--kill-on-bad-exit=1", f"--time={minutes}", *prof.srun_args, *perf_argv(prof),
+    ]  # fmt: skip
+
+
+async def run_srun(
+    prof: NcclProfile,
+    nodes: Sequence[str],
+    env: Mapping[str, str],
+    timeout_s: float,
+    spawn: Spawner,
+) -> Execution:
+    """srun on the controller, its ranks on `nodes` (named as Slurm knows them)."""
+    tag = f"@@{secrets.token_hex(8)}-srun"
+    name = f"nodegate-nccl-{tag[2:18]}"
+    argv = srun_argv(prof, nodes, timeout_s, name)
+    cmd = " ".join(shlex.quote(a) for a in argv)
+    if isinstance(spawn, SpawnScope):
+        spawn.ledger.watch(nodes, [tag])  # the ranks carry the tag: the stray check looks
+    t0 = time.monotonic()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **env, SPAWN_ENV: tag},
+            start_new_session=True,
+        )
+    except OSError as exc:
+        why = f"srun could not start on the controller: {exc}"
+        return Execution((Side(nodes[0], "srun", cmd, None, why),), why)
+    timed_out = killed = False
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+    except asyncio.TimeoutError:
+        timed_out = killed = True
+        out, err = await stop_srun(proc, name)
+    except BaseException:
+        await asyncio.shield(stop_srun(proc, name))
+        raise
+    result = ProcessResult(
+        node=nodes[0], cmd=cmd, rc=None if timed_out else proc.returncode,
+        stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
+        timed_out=timed_out, killed=killed, duration_s=round(time.monotonic() - t0, 3),
+        pid=proc.pid, tag=tag,
+    )  # fmt: skip
+    detail = "srun ran on the controller"
+    return Execution((Side(nodes[0], "srun", cmd, result, detail),))
+
+
+async def stop_srun(proc: asyncio.subprocess.Process, name: str) -> tuple[bytes, bytes]:
+    """Cancel srun's step: SIGINT twice (srun's own way), SIGKILL after a grace, then scancel
+    the job by its name; what srun printed until then."""
+    for sig in (signal.SIGINT, signal.SIGINT):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+        await asyncio.sleep(0.3)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), SRUN_GRACE_S)
+    except asyncio.TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        out, err = await proc.communicate()
+    scancel = await asyncio.create_subprocess_exec(
+        "scancel", "-n", name,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(scancel.wait(), 10)
+    return out, err

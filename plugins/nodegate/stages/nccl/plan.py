@@ -1,0 +1,287 @@
+"""Jobs, rounds and bad-node localization of the `nccl` stage (pure: no I/O).
+
+Round 1 runs every node alone (one job per node, all at once); round 2 one job over every node
+whose single-node run passed (the whole set). When that fails, localization plans rounds of
+disjoint jobs that run at once (a node is in one job at a time):
+
+  groups   the whole set split into small groups (`group_nodes`, else about sqrt(N/3), 2..8),
+           members spread over leaves; a failing group's members are suspects, a passing
+           group's members are known good;
+  pairs    each suspect with a known-good partner (a different one each time): failing with
+           two good partners blames the node, passing once clears it;
+  halves   when every group passed, the fault needs a larger group: halves of the set, then
+           halves of a failing half, naming the smallest group that still fails.
+
+With 1 to 3 bad nodes among N <= 1,024: groups, pairs, confirming pairs: 3 rounds after the
+whole set (the fourth takes suspects that found no partner in time).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from nodegate.active.rounds import Outcome, Round, RoundId
+
+Phase = Literal["single", "whole", "group", "pair", "half"]
+SINGLE_ROUND, WHOLE_ROUND = 1, 2  # localization rounds are numbered from 3
+
+
+@dataclass(frozen=True, order=True)
+class NcclJob:
+    """One all_reduce_perf job over `nodes` (the first launches it); `subject`: the suspect a
+    pair judges (its partner is known good)."""
+
+    phase: str
+    nodes: tuple[str, ...]
+    subject: str | None = None
+
+    @property
+    def key(self) -> str:
+        """`single-gpu001`, `whole-16`, `group-gpu001-4`, `pair-gpu007-gpu002`."""
+        if self.phase == "single":
+            return f"single-{self.nodes[0]}"
+        if self.phase == "pair":
+            return f"pair-{self.subject}-{self.partner}"
+        if self.phase == "whole":
+            return f"whole-{len(self.nodes)}"
+        return f"{self.phase}-{self.nodes[0]}-{len(self.nodes)}"
+
+    @property
+    def partner(self) -> str | None:
+        """The known-good node of a pair."""
+        return next((n for n in self.nodes if n != self.subject), None)
+
+
+NcclOutcome = Outcome[NcclJob]
+Status = Literal["pass", "cleared", "blamed", "suspect", "group", "lost", "untested"]
+
+
+def auto_group_nodes(n: int) -> int:
+    """Group size for `n` nodes: few bad nodes leave at most 3 failing groups, so round 2 has
+    3 * g suspects to pair with good nodes; sqrt(n/3) balances jobs against suspects."""
+    return max(2, min(8, math.isqrt(max(n // 3, 1))))
+
+
+def spread(nodes: Sequence[str], leaf: Mapping[str, str], seed: int, parts: int) -> list[list[str]]:
+    """`parts` groups of near-equal size, each taking nodes from every leaf in turn."""
+    rng = random.Random(seed)
+    order = [n for _, _, n in sorted((leaf.get(n, ""), rng.random(), n) for n in nodes)]
+    return [sorted(order[i::parts]) for i in range(parts)]
+
+
+@dataclass
+class Localization:
+    """What the jobs said so far, per node."""
+
+    nodes: tuple[str, ...]
+    leaf: Mapping[str, str]
+    results: list[NcclOutcome] = field(default_factory=list)
+    down: dict[str, str] = field(default_factory=dict)  # node -> why it could not take part
+    _memo: dict[str, Any] = field(default_factory=dict)  # derived sets, until the next add
+
+    def add(self, r: NcclOutcome) -> None:
+        self._memo.clear()
+        self.results.append(r)
+        for n, why in r.lost:
+            self.down.setdefault(n, why)
+
+    def of_phase(self, *phases: str) -> list[NcclOutcome]:
+        return [r for r in self.results if r.test.phase in phases]
+
+    def judged(self, r: NcclOutcome) -> bool:
+        """Whether the job says anything of its nodes (no node was lost under it)."""
+        return not r.lost
+
+    def single(self, node: str) -> NcclOutcome | None:
+        return next((r for r in self.of_phase("single") if r.test.nodes[0] == node), None)
+
+    def whole(self) -> NcclOutcome | None:
+        return next(iter(self.of_phase("whole")), None)
+
+    def members(self) -> tuple[str, ...]:
+        """The whole set: nodes whose single-node job passed."""
+        return tuple(n for n in self.nodes if (r := self.single(n)) is not None and r.passed)
+
+    def good(self) -> set[str]:
+        """Nodes that passed a localization job and are not lost: the reference pool."""
+        if "good" not in self._memo:
+            self._memo["good"] = self._good()
+        got: set[str] = self._memo["good"]
+        return got
+
+    def _good(self) -> set[str]:
+        out = {n for r in self.of_phase("group", "pair", "half") if r.passed for n in r.test.nodes}
+        return out - self.down.keys() - self.blamed()
+
+    def pair_failures(self, node: str) -> list[NcclOutcome]:
+        """Pairs that failed with `node` as the suspect and a good partner (judged ones)."""
+        return [
+            r
+            for r in self.of_phase("pair")
+            if r.test.subject == node and not r.passed and self.judged(r)
+        ]
+
+    def blamed(self) -> set[str]:
+        if "blamed" not in self._memo:
+            self._memo["blamed"] = self._blamed()
+        got: set[str] = self._memo["blamed"]
+        return got
+
+    def _blamed(self) -> set[str]:
+        partners: dict[str, set[str | None]] = {}
+        for r in self.of_phase("pair"):
+            if r.test.subject is not None and not r.passed and self.judged(r):
+                partners.setdefault(r.test.subject, set()).add(r.test.partner)
+        return {n for n, ps in partners.items() if len(ps) >= 2}
+
+    def suspects(self) -> list[str]:
+        """Members of failing (judged) groups, and subjects of failing pairs, not yet cleared,
+        blamed or lost."""
+        if "suspects" not in self._memo:
+            self._memo["suspects"] = self._suspects()
+        got: list[str] = self._memo["suspects"]
+        return got
+
+    def _suspects(self) -> list[str]:
+        failed = {
+            n
+            for r in self.of_phase("group", "pair")
+            if not r.passed and self.judged(r)
+            for n in ([r.test.subject] if r.test.phase == "pair" else r.test.nodes)
+            if n is not None
+        }
+        cleared = {r.test.subject for r in self.of_phase("pair") if r.passed and r.test.subject}
+        return sorted(failed - cleared - self.blamed() - self.down.keys())
+
+    def smallest_failing(self) -> tuple[str, ...] | None:
+        """The smallest job over several nodes that failed with none of its nodes to blame:
+        every node cleared by itself with good partners (or every smaller group passed)."""
+        if "smallest_failing" not in self._memo:
+            self._memo["smallest_failing"] = self._smallest_failing()
+        got: tuple[str, ...] | None = self._memo["smallest_failing"]
+        return got
+
+    def _smallest_failing(self) -> tuple[str, ...] | None:
+        suspects, blamed = set(self.suspects()), self.blamed()
+        explained = suspects | blamed | self.down.keys()
+        failing = [
+            r.test.nodes
+            for r in self.of_phase("whole", "group", "half")
+            if not r.passed and self.judged(r) and not explained & set(r.test.nodes)
+        ]
+        return min(failing, key=len) if failing else None
+
+    def status(self, node: str) -> Status:
+        whole = self.whole()
+        if node in self.down:
+            return "lost"
+        if whole is None or node not in whole.test.nodes:
+            return "untested"
+        if whole.passed:
+            return "pass"
+        if node in self.blamed():
+            return "blamed"
+        if node in self.suspects():
+            return "suspect"
+        group = self.smallest_failing()
+        if group is not None and node in group:
+            return "group"
+        if node in self.good():
+            return "cleared"
+        return "suspect"  # failed with the whole set only: never cleared by a smaller job
+
+
+class NcclLocalizer:
+    """The nccl localizer for the active skeleton (see the module docstring)."""
+
+    def __init__(
+        self,
+        nodes: Sequence[str],
+        leaf: Mapping[str, str],
+        *,
+        max_rounds: int = 4,
+        group_nodes: int = 0,
+        seed: int = 0,
+    ) -> None:
+        self.loc = Localization(tuple(nodes), leaf)
+        self.max_rounds = max_rounds
+        self.group_nodes = group_nodes
+        self.seed = seed
+        self._split: set[tuple[str, ...]] = set()  # sets already cut into halves
+
+    def first_rounds(self) -> list[Round[NcclJob]]:
+        return [
+            Round(RoundId(SINGLE_ROUND), tuple(NcclJob("single", (n,)) for n in self.loc.nodes))
+        ]
+
+    def add(self, outcome: NcclOutcome) -> None:
+        self.loc.add(outcome)
+
+    def rounds_used(self) -> int:
+        """Localization rounds run after the whole-set job."""
+        return len({r.round.number for r in self.loc.results if r.round.number > WHOLE_ROUND})
+
+    def next_round(self) -> Round[NcclJob] | None:
+        loc = self.loc
+        done = {r.round.number for r in loc.results}
+        if WHOLE_ROUND not in done:
+            members = loc.members()
+            if len(members) < 2:
+                return None
+            return Round(RoundId(WHOLE_ROUND), (NcclJob("whole", members),))
+        whole = loc.whole()
+        if whole is None or whole.passed or self.rounds_used() >= self.max_rounds:
+            return None
+        number = max(done) + 1
+        live = [n for n in whole.test.nodes if n not in loc.down]
+        if number == WHOLE_ROUND + 1:
+            jobs = self._groups(live)
+        elif not any(not r.passed and loc.judged(r) for r in loc.of_phase("group", "pair")):
+            jobs = self._halves(live)
+        else:
+            jobs = self._pairs()
+        return Round(RoundId(number), tuple(jobs)) if jobs else None
+
+    def _groups(self, members: Sequence[str]) -> list[NcclJob]:
+        g = self.group_nodes or auto_group_nodes(len(members))
+        parts = len(members) // g
+        if parts < 2:
+            return []  # no smaller group than the whole set: nothing to learn by splitting
+        return [
+            NcclJob("group", tuple(p)) for p in spread(members, self.loc.leaf, self.seed, parts)
+        ]
+
+    def _halves(self, members: Sequence[str]) -> list[NcclJob]:
+        """Every group passed: halves of the smallest failing set, while bigger than a group."""
+        smallest: tuple[str, ...] = self.loc.smallest_failing() or tuple(members)
+        live = [n for n in smallest if n not in self.loc.down]
+        g = self.group_nodes or auto_group_nodes(len(members))
+        if len(live) // 2 <= g or smallest in self._split:
+            return []  # both halves passed before, or a half would be no bigger than a group
+        self._split.add(smallest)
+        halves = spread(live, self.loc.leaf, self.seed, 2)
+        return [NcclJob("half", tuple(h)) for h in halves]
+
+    def _pairs(self) -> list[NcclJob]:
+        loc = self.loc
+        pool = sorted(loc.good())
+        busy: set[str] = set()
+        jobs = []
+        for s in loc.suspects():
+            tried = {r.test.partner for r in loc.of_phase("pair") if r.test.subject == s}
+            partner = next((g for g in pool if g not in busy and g not in tried and g != s), None)
+            if partner is None:
+                continue  # waits for a partner a later round clears
+            busy.update((s, partner))
+            # The suspect launches: a fault on the launching node shows as on any other.
+            jobs.append(NcclJob("pair", (s, partner), subject=s))
+        return jobs
+
+
+def rounds_used(results: Iterable[NcclOutcome]) -> int:
+    """Localization rounds after the whole-set job."""
+    return len({r.round.number for r in results if r.round.number > WHOLE_ROUND})

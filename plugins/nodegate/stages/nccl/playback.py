@@ -1,0 +1,66 @@
+"""Play the nccl localizer against made-up outcomes (no launcher): for unit tests and bench/.
+
+`play(nodes, judge)` runs the localizer's rounds, asking `judge(job)` whether each job
+passes, as the skeleton would after running it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from nodegate.active.rounds import Outcome
+from nodegate.stages.nccl.plan import NcclJob, NcclLocalizer
+
+
+@dataclass(frozen=True, slots=True)
+class Played:
+    localizer: NcclLocalizer
+    rounds: tuple[tuple[str, int], ...]  # (round label, jobs) in order
+    named: tuple[str, ...]
+
+    @property
+    def localization_rounds(self) -> int:
+        return self.localizer.rounds_used()
+
+    @property
+    def jobs(self) -> int:
+        return sum(n for _, n in self.rounds)
+
+
+def play(
+    nodes: Sequence[str],
+    judge: Callable[[NcclJob], bool],
+    leaf: Mapping[str, str] | None = None,
+    **options: int,
+) -> Played:
+    loc = NcclLocalizer(nodes, leaf or {}, **options)
+    pending = list(loc.first_rounds())
+    rounds: list[tuple[str, int]] = []
+    while pending:
+        rnd = pending.pop(0)
+        rounds.append((rnd.id.label, len(rnd.tests)))
+        for job in rnd.tests:
+            ok = judge(job)
+            loc.add(Outcome(job, rnd.id, ok, 300.0 if ok else 150.0))
+        if not pending:
+            nxt = loc.next_round()
+            if nxt is not None:
+                pending.append(nxt)
+    return Played(loc, tuple(rounds), tuple(sorted(loc.loc.blamed())))
+
+
+def bad_nodes(bad: Collection[str], single_bad: Collection[str] = ()) -> Callable[[NcclJob], bool]:
+    """A job passes unless it holds a bad node (`single_bad`: bad alone too)."""
+
+    def judge(job: NcclJob) -> bool:
+        if job.phase == "single":
+            return not set(job.nodes) & set(single_bad)
+        return not set(job.nodes) & set(bad)
+
+    return judge
+
+
+def needs_nodes(least: int) -> Callable[[NcclJob], bool]:
+    """A fault that shows only in jobs of `least` nodes or more (no node to blame)."""
+    return lambda job: len(job.nodes) < least

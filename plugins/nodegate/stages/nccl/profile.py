@@ -1,0 +1,150 @@
+"""The `nccl` profile section, typed once per profile.
+
+nccl:
+  launcher: mpirun                     # or srun
+  ranks_per_node: 8                    # one rank per GPU
+  sweep: {min_bytes: 1048576, max_bytes: 8589934592, step_factor: 2}
+  message_bytes: 8589934592            # busbw is judged at this size (a row of the sweep)
+  iterations: 20
+  warmup_iterations: 5
+  floors:                              # busbw at message_bytes, and the sweep's average
+    single_node: {busbw: {min: 430, unit: GB/s}, avg_busbw: {min: 100, unit: GB/s}}
+    multi_node:                        # the entry with the most nodes <= the job's count
+      - {nodes: 2, busbw: {min: 340, unit: GB/s}, avg_busbw: {min: 80, unit: GB/s}}
+  env: {NCCL_IB_HCA: "=mlx5_0,mlx5_1"} # NCCL_*/UCX_* passed to every rank
+  bootstrap_port: 61000                # NCCL_COMM_ID=<first node's data-plane address>:port
+  single_node_timeout_s: 300
+  job_timeout_s: 600                   # deadline of one multi-node job
+  mpirun: {args: [], mca: {}}          # extra arguments, --mca parameters
+  srun: {mpi: pmix, args: []}
+  localization: {max_rounds: 4, group_nodes: 0, seed: 0}   # group_nodes 0: chosen from N
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from nodegate.profiles import Profile
+from nodegate.stages.roce.profile import roce_transport
+from nodegate.thresholds import Threshold
+
+SECTION = "nccl"
+
+
+@dataclass(frozen=True, slots=True)
+class Floors:
+    """What one job must reach: busbw at the judged size and the sweep's average busbw."""
+
+    busbw: Threshold
+    avg_busbw: Threshold
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any], where: str) -> Floors:
+        return cls(
+            Threshold.from_profile(doc["busbw"], f"{where}.busbw"),
+            Threshold.from_profile(doc["avg_busbw"], f"{where}.avg_busbw"),
+        )
+
+    def describe(self) -> str:
+        return f"busbw {self.busbw.expected()} {self.busbw.unit}, avg {self.avg_busbw.expected()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    min_bytes: int
+    max_bytes: int
+    step_factor: int
+
+
+@dataclass(frozen=True, slots=True)
+class NcclProfile:
+    """The `nccl` section of one profile."""
+
+    launcher: Literal["mpirun", "srun"]
+    ranks_per_node: int
+    sweep: Sweep
+    message_bytes: int
+    iterations: int
+    warmup_iterations: int
+    single_node: Floors
+    multi_node: tuple[tuple[int, Floors], ...]  # (least nodes, floors), ascending
+    env: tuple[tuple[str, str], ...]
+    bootstrap_port: int
+    single_node_timeout_s: float
+    job_timeout_s: float
+    mpirun_args: tuple[str, ...]
+    mpirun_mca: tuple[tuple[str, str], ...]
+    srun_mpi: str
+    srun_args: tuple[str, ...]
+    max_rounds: int
+    group_nodes: int
+    seed: int
+
+    @classmethod
+    def of(cls, sec: Mapping[str, Any]) -> NcclProfile:
+        """From the schema-validated section."""
+        floors = sec["floors"]
+        multi = sorted(
+            (int(e["nodes"]), Floors.of(e, f"{SECTION}.floors.multi_node[{e['nodes']}]"))
+            for e in floors["multi_node"]
+        )
+        loc = sec.get("localization") or {}
+        mpirun = sec.get("mpirun") or {}
+        srun = sec.get("srun") or {}
+        return cls(
+            launcher="srun" if sec["launcher"] == "srun" else "mpirun",
+            ranks_per_node=int(sec["ranks_per_node"]),
+            sweep=Sweep(
+                int(sec["sweep"]["min_bytes"]),
+                int(sec["sweep"]["max_bytes"]),
+                int(sec["sweep"]["step_factor"]),
+            ),
+            message_bytes=int(sec["message_bytes"]),
+            iterations=int(sec["iterations"]),
+            warmup_iterations=int(sec["warmup_iterations"]),
+            single_node=Floors.of(floors["single_node"], f"{SECTION}.floors.single_node"),
+            multi_node=tuple(multi),
+            env=tuple(sorted((str(k), str(v)) for k, v in (sec.get("env") or {}).items())),
+            bootstrap_port=int(sec["bootstrap_port"]),
+            single_node_timeout_s=float(sec["single_node_timeout_s"]),
+            job_timeout_s=float(sec["job_timeout_s"]),
+            mpirun_args=tuple(str(a) for a in mpirun.get("args", ())),
+            mpirun_mca=tuple(sorted((str(k), str(v)) for k, v in mpirun.get("mca", {}).items())),
+            srun_mpi=str(srun.get("mpi", "none")),
+            srun_args=tuple(str(a) for a in srun.get("args", ())),
+            max_rounds=int(loc.get("max_rounds", 4)),
+            group_nodes=int(loc.get("group_nodes", 0)),
+            seed=int(loc.get("seed", 0)),
+        )
+
+    def floors(self, nodes: int) -> Floors:
+        """The floors of a job over `nodes` nodes: single-node, else the multi-node entry with
+        the most nodes not above the job's count (the first entry for smaller jobs)."""
+        if nodes <= 1:
+            return self.single_node
+        fit = [f for least, f in self.multi_node if least <= nodes]
+        return fit[-1] if fit else self.multi_node[0][1]
+
+    def describe(self, nodes: int) -> str:
+        """The method and floor, as verdict messages show them."""
+        return (
+            f"all_reduce_perf {self.sweep.min_bytes}-{self.sweep.max_bytes} B x"
+            f"{self.sweep.step_factor}, {self.ranks_per_node} ranks/node via {self.launcher}, "
+            f"judged at {self.message_bytes} B; floor {self.floors(nodes).describe()}"
+        )
+
+
+def nccl_profile(profile: Profile) -> NcclProfile:
+    return profile.typed(SECTION, NcclProfile.of)
+
+
+def roce_settings(profile: Profile) -> dict[str, str]:
+    """NCCL_IB_GID_INDEX and NCCL_IB_TC from the profile's `roce` section, the same values
+    the roce stage checks on every rail and ib_pairs passes to ib_write_bw (`-x`, `--tclass`);
+    nothing for a profile without RoCE rails."""
+    rt = roce_transport(profile)
+    if rt is None:
+        return {}
+    return {"NCCL_IB_GID_INDEX": str(rt.gid_index), "NCCL_IB_TC": str(rt.traffic_class)}

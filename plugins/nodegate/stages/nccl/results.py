@@ -1,0 +1,99 @@
+"""Reading what one all_reduce_perf job left: sanity (did it run to its footer, did every rank
+agree, is the data right) before performance (busbw at the judged size, the sweep's average).
+
+A job that timed out, exited non-zero, printed an NCCL/CUDA failure or WARN, or stopped before
+the `# Avg bus bandwidth` footer is a tool error (ERROR), never a low number. Wrong data
+(`#wrong` > 0, an out-of-bounds count, an `error` column) fails the job whatever its bandwidth:
+a FAIL, since the job ran and measured it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nodegate.active.campaign import Execution
+from nodegate.errors import ParseError
+from nodegate.parsers.nccl_debug import parse_nccl_debug
+from nodegate.parsers.nccl_tests import NcclTestsFailure, NcclTestsResult, parse_all_reduce_perf
+from nodegate.stages.ib_pairs.perftest import stderr_gist
+from nodegate.transport.process import ProcessResult
+
+
+@dataclass(frozen=True, slots=True)
+class JobReading:
+    """One job's numbers, or why there are none to trust."""
+
+    busbw: float | None  # GB/s at the judged size (the lower of out-of-place and in-place)
+    avg_busbw: float | None
+    error: str | None = None  # a tool error: ERROR
+    corrupt: str | None = None  # wrong data: FAIL whatever the bandwidth
+    ranks: int | None = None
+
+
+def read_job(run: Execution, message_bytes: int, ranks: int, timeout_s: float) -> JobReading:
+    """Sanity of one job from its launcher's side (mpirun or srun)."""
+    if run.error is not None or not run.sides or run.sides[0].result is None:
+        return JobReading(
+            None, None, run.error or (run.sides[0].detail if run.sides else "no launcher")
+        )
+    r = run.sides[0].result
+    # Ended by the node's `timeout` at the deadline (rc 124, 137 after its KILL, or the
+    # launcher's own exit status once TERM reached it), not by a failure before it.
+    ended = r.rc != 0 and r.duration_s >= timeout_s - 0.5
+    if r.timed_out or r.killed or ended:
+        return JobReading(
+            None, None, f"job did not finish within {timeout_s:g} s: every rank killed"
+        )
+    text = r.stdout + "\n" + r.stderr
+    try:
+        parsed = parse_all_reduce_perf(text)
+    except ParseError as exc:
+        return JobReading(None, None, f"{exc} ({launcher_gist(r)})")
+    if isinstance(parsed, NcclTestsFailure):
+        if parsed.kind == "wrong_values":
+            return JobReading(None, None, None, f"wrong data: {parsed.message}")
+        return JobReading(None, None, failure_text(parsed, text))
+    return _complete(parsed, r, message_bytes, ranks)
+
+
+def _complete(
+    parsed: NcclTestsResult, r: ProcessResult, message_bytes: int, ranks: int
+) -> JobReading:
+    row = next((x for x in parsed.rows if x.size_bytes == message_bytes), None)
+    bw = None if row is None else min(row.out_of_place.busbw_gbytes_s, row.in_place.busbw_gbytes_s)
+    avg = parsed.avg_busbw_gbytes_s
+    wrong = [
+        f"{x.size_bytes} B: #wrong {t.wrong}" if t.wrong else f"{x.size_bytes} B: error {t.error}"
+        for x in parsed.rows
+        for t in (x.out_of_place, x.in_place)
+        if (t.wrong or 0) > 0 or t.error is not None
+    ]
+    if wrong:
+        return JobReading(bw, avg, None, "wrong data: " + "; ".join(wrong[:3]), len(parsed.ranks))
+    if parsed.independent_runs != 1:
+        why = f"{parsed.independent_runs} independent runs (nccl-tests built without MPI?)"
+        return JobReading(None, None, why)
+    if len(parsed.ranks) != ranks:
+        return JobReading(None, None, f"{len(parsed.ranks)} ranks reported, {ranks} launched")
+    if r.rc != 0:
+        return JobReading(bw, avg, f"launcher exited {r.rc} after the table ({launcher_gist(r)})")
+    if row is None:
+        return JobReading(None, avg, f"no row at {message_bytes} B in the sweep")
+    return JobReading(bw, avg, None, None, len(parsed.ranks))
+
+
+def failure_text(f: NcclTestsFailure, text: str) -> str:
+    """The failure as the tool said it, with an IB completion error's peer and HCA if any."""
+    msg = f"{f.kind}: {f.message[:300]}"
+    try:
+        debug = parse_nccl_debug(text)
+    except ParseError:
+        return msg
+    for c in debug.ib_completion_errors[:1]:
+        msg += f"; IB completion error status {c.status} on {c.host}"
+        msg += f" ({c.hca or 'hca ?'}) with peer {c.peer}"
+    return msg
+
+
+def launcher_gist(r: ProcessResult) -> str:
+    return f"rc {r.rc}: {stderr_gist(r.stderr)}"

@@ -1,0 +1,208 @@
+"""Stage nccl end to end: real mpirun over the simulated fleet's sshd, one simulated
+all_reduce_perf rank per GPU meeting its job's other ranks over loopback TCP; single-node jobs,
+the whole set, localization of bad nodes in at most four rounds after it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.conftest import SimFleet, base_model
+
+pytestmark = pytest.mark.integration
+
+PROFILE = "sim-nccl"
+
+
+def nccl_model(n: int, faults: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    doc = base_model(n, **extra)
+    doc["profile"] = PROFILE
+    doc["hardware"]["nccl"] = {"gpus": 2}
+    if faults:
+        doc["faults"] = faults
+    return doc
+
+
+def write_profile(
+    fleet: SimFleet, job_timeout_s: float = 40, launcher: str = "mpirun", ranks: int = 2
+) -> Path:
+    """A test profile over generic-hgx-h100: 2 ranks per node, a short sweep, the fleet's
+    ssh_config for mpirun's remote starts, Open MPI's traffic on loopback."""
+    d = fleet.tmp / "profiles"
+    d.mkdir(exist_ok=True)
+    agent = f"ssh -F {fleet.fleet.root / 'ssh_config'} -p 2222"
+    doc = {
+        "name": PROFILE,
+        "description": "generic-hgx-h100 with 2 GPUs per node for the simulated fleet",
+        "extends": "generic-hgx-h100",
+        "nccl": {
+            "launcher": launcher,
+            "ranks_per_node": ranks,
+            "sweep": {"min_bytes": 1048576, "max_bytes": 268435456, "step_factor": 4},
+            "message_bytes": 268435456,
+            "iterations": 5,
+            "warmup_iterations": 1,
+            "single_node_timeout_s": job_timeout_s,
+            "job_timeout_s": job_timeout_s,
+            "mpirun": {
+                "args": ["--allow-run-as-root"],
+                "mca": {
+                    "plm_rsh_agent": agent,
+                    "oob_tcp_if_include": "lo",
+                    "btl_tcp_if_include": "lo",
+                },
+            },
+            "srun": {"mpi": "none"},
+        },
+    }
+    (d / f"{PROFILE}.yaml").write_text(yaml.safe_dump(doc))
+    return d
+
+
+def run_nccl(fleet: SimFleet, **kw: Any):
+    return fleet.run("-m", "nccl", f"--profiles-dir={write_profile(fleet, **kw)}", timeout=400)
+
+
+def doc(run, name: str) -> dict[str, Any]:
+    return json.loads((run.run_dir / "nccl" / f"{name}-{PROFILE}.json").read_text())
+
+
+def verdicts(run, check: str) -> dict[str, dict[str, Any]]:
+    return {v["node"]: v for v in run.verdicts["verdicts"] if v["check"] == check}
+
+
+def assert_clean(run, n: int) -> None:
+    cleanup = verdicts(run, "nccl.cleanup")
+    assert len(cleanup) == n and {v["status"] for v in cleanup.values()} == {"pass"}
+
+
+def test_healthy_fleet_passes(sim_fleet):
+    fleet = sim_fleet(nccl_model(16))
+    run = run_nccl(fleet)
+    assert run.rc == 0, run.stdout
+    assert len(run.admitted()) == 16
+    whole = verdicts(run, "nccl.whole.busbw")
+    assert {v["status"] for v in whole.values()} == {"pass"}
+    assert whole["gpu001"]["observed"] == pytest.approx(359.76, abs=0.05)
+    assert whole["gpu001"]["expected"] == ">= 340"
+    plan = doc(run, "plan")
+    assert [r["round"] for r in plan["rounds"]] == ["1", "2"]
+    assert plan["rounds"][1]["tests"][0]["nodes"] == "gpu[001-016]"
+    assert doc(run, "localization")["rounds_used"] == 0
+    assert_clean(run, 16)
+
+
+def test_one_slow_node_of_16_is_named(sim_fleet):
+    fleet = sim_fleet(nccl_model(16, {"gpu007": [{"nccl_slow": "all"}]}))
+    run = run_nccl(fleet)
+    assert run.rc == 1, run.stdout
+    loc = doc(run, "localization")
+    assert loc["named"] == ["gpu007"] and loc["rounds_used"] == 3
+    assert loc["not_confirmed"] == [] and loc["fault_needs_group"] is None
+    localized = verdicts(run, "nccl.localized")
+    assert sorted(n for n, v in localized.items() if v["status"] != "pass") == ["gpu007"]
+    bad = localized["gpu007"]
+    assert bad["status"] == "fail" and "fails with two good partners" in bad["message"]
+    # every node of the failed whole-set job is rejected, the culprit named in each reason
+    whole = verdicts(run, "nccl.whole.busbw")
+    assert {v["status"] for v in whole.values()} == {"fail"}
+    assert "localized: gpu007" in whole["gpu001"]["message"]
+    assert whole["gpu001"]["observed"] == pytest.approx(218.27, abs=0.05)
+    # the plan of every round is written, round 3 on: disjoint jobs
+    plan = doc(run, "plan")
+    for rnd in plan["rounds"][2:]:
+        seen: list[str] = []
+        for t in rnd["tests"]:
+            seen += t["nodes"].split(",") if "[" not in t["nodes"] else [t["nodes"]]
+        assert len(seen) == len(set(seen))
+    assert_clean(run, 16)
+
+
+def test_two_slow_nodes_of_64_are_named(sim_fleet):
+    fleet = sim_fleet(
+        nccl_model(64, {"gpu013": [{"nccl_slow": "3:0.5"}], "gpu050": [{"nccl_slow": "all"}]})
+    )
+    run = run_nccl(fleet, job_timeout_s=120)  # 128 ranks a round on 2 cores
+    assert run.rc == 1, run.stdout
+    loc = doc(run, "localization")
+    why = {
+        n: v["message"] for n, v in verdicts(run, "nccl.localized").items() if v["status"] != "pass"
+    }
+    assert loc["named"] == ["gpu013", "gpu050"] and loc["rounds_used"] == 3, why
+    localized = verdicts(run, "nccl.localized")
+    assert sorted(n for n, v in localized.items() if v["status"] != "pass") == [
+        "gpu013",
+        "gpu050",
+    ]
+    assert_clean(run, 64)
+
+
+def test_hung_rank_ends_at_the_deadline_every_rank_killed(sim_fleet):
+    # gpu003's rank hangs in jobs over several nodes (in NCCL's network proxy)
+    fleet = sim_fleet(nccl_model(8, {"gpu003": [{"nccl_hang": "multi"}]}))
+    run = run_nccl(fleet, job_timeout_s=10)
+    assert run.rc == 1, run.stdout
+    assert run.admitted() == []  # every node of the hung whole-set job
+    whole = verdicts(run, "nccl.whole.busbw")
+    assert {v["status"] for v in whole.values()} == {"error"}
+    assert "job did not finish within 10 s: every rank killed" in whole["gpu001"]["message"]
+    assert doc(run, "localization")["named"] == ["gpu003"]
+    assert_clean(run, 8)  # nothing left on any node: the hung ranks were killed
+
+
+def test_ib_error_in_the_whole_set_is_an_error_and_names_the_node(sim_fleet):
+    # IB carries traffic between nodes only: gpu005's single-node job passes
+    fleet = sim_fleet(nccl_model(8, {"gpu005": ["nccl_ib_error"]}))
+    run = run_nccl(fleet, job_timeout_s=20)
+    assert run.rc == 1, run.stdout
+    assert run.admitted() == []
+    loc = doc(run, "localization")
+    assert loc["named"] == ["gpu005"]
+    v = verdicts(run, "nccl.localized")["gpu005"]
+    assert v["status"] == "error" and "IB completion error status 12" in v["message"]
+    whole = verdicts(run, "nccl.whole.busbw")
+    assert {w["status"] for w in whole.values()} == {"error"}
+    assert_clean(run, 8)
+
+
+def test_nccl_errors_are_errors_and_wrong_data_fails(sim_fleet):
+    faults = {
+        "gpu002": ["nccl_internal_error"],
+        "gpu004": ["nccl_dies"],
+        "gpu006": ["nccl_wrong"],
+        "gpu009": ["nccl_nvlink"],
+    }
+    fleet = sim_fleet(nccl_model(12, faults))
+    run = run_nccl(fleet)
+    assert run.rc == 1, run.stdout
+    single = verdicts(run, "nccl.single_node.busbw")
+    bad = {n: v["status"] for n, v in single.items() if v["status"] != "pass"}
+    assert bad == {"gpu002": "error", "gpu004": "error", "gpu006": "fail", "gpu009": "fail"}
+    assert "NCCL WARN Cuda failure 'an illegal memory access" in single["gpu002"]["message"]
+    assert "wrong data" in single["gpu006"]["message"]
+    assert single["gpu009"]["observed"] == pytest.approx(375.93, abs=0.05)
+    # the other eight form the whole set and pass it
+    whole = verdicts(run, "nccl.whole.busbw")
+    assert whole["gpu001"]["status"] == "pass", whole["gpu001"]
+    assert sorted(n for n, v in whole.items() if v["status"] == "pass") == [
+        n for n in (f"gpu{i:03d}" for i in range(1, 13)) if n not in faults
+    ]
+    assert sorted(run.rejected()) == sorted(faults)
+    assert_clean(run, 12)
+
+
+def test_srun_healthy_fleet_passes_and_slow_node_is_named(sim_fleet):
+    fleet = sim_fleet(nccl_model(8, {"gpu006": [{"nccl_slow": "all"}]}), slurm=True)
+    run = run_nccl(fleet, launcher="srun")
+    assert run.rc == 1, run.stdout
+    loc = doc(run, "localization")
+    assert loc["named"] == ["gpu006"] and loc["rounds_used"] == 3, loc
+    single = verdicts(run, "nccl.single_node.busbw")
+    assert {v["status"] for v in single.values()} == {"pass"}
+    launcher = doc(run, "plan")["launcher"]
+    assert launcher == "srun"
+    assert_clean(run, 8)

@@ -1,0 +1,81 @@
+"""The nccl localizer played with made-up outcomes: rounds, disjoint jobs, who is named."""
+
+from __future__ import annotations
+
+import pytest
+from nodegate.stages.nccl.plan import NcclJob, auto_group_nodes
+from nodegate.stages.nccl.playback import bad_nodes, needs_nodes, play
+
+
+def names(n: int) -> list[str]:
+    return [f"gpu{i:04d}" for i in range(1, n + 1)]
+
+
+@pytest.mark.parametrize(
+    ("n", "bad"),
+    [
+        (16, ["gpu0007"]),
+        (64, ["gpu0013", "gpu0050"]),
+        (256, ["gpu0001", "gpu0100", "gpu0255"]),
+        (1024, ["gpu0002", "gpu0512", "gpu1000"]),
+        (1024, ["gpu0003"]),
+    ],
+)
+def test_bad_nodes_named_in_at_most_four_rounds_no_healthy_blamed(n, bad):
+    played = play(names(n), bad_nodes(bad))
+    assert played.named == tuple(sorted(bad))
+    assert played.localization_rounds == 3  # groups, pairs, confirming pairs
+    statuses = {played.localizer.loc.status(x) for x in names(n) if x not in bad}
+    assert statuses == {"cleared"}
+
+
+def test_every_round_is_disjoint_and_written_in_order():
+    played = play(names(64), bad_nodes(["gpu0010", "gpu0011"]))
+    loc = played.localizer.loc
+    for number in {r.round.number for r in loc.results}:
+        jobs = [r.test for r in loc.results if r.round.number == number]
+        held = [x for j in jobs for x in j.nodes]
+        assert len(held) == len(set(held)), number
+    assert [label for label, _ in played.rounds] == ["1", "2", "3", "4", "5"]
+    assert played.rounds[2] == ("3", 16)  # groups of 4
+
+
+def test_healthy_set_stops_after_the_whole_set():
+    played = play(names(16), bad_nodes([]))
+    assert played.rounds == (("1", 16), ("2", 1)) and played.named == ()
+
+
+def test_a_node_bad_alone_stays_out_of_the_whole_set():
+    played = play(names(8), bad_nodes([], single_bad=["gpu0004"]))
+    loc = played.localizer.loc
+    whole = loc.whole()
+    assert whole is not None and "gpu0004" not in whole.test.nodes
+    assert loc.status("gpu0004") == "untested"
+
+
+def test_fault_that_needs_the_whole_set_names_the_smallest_failing_group():
+    played = play(names(64), needs_nodes(64))
+    loc = played.localizer.loc
+    assert played.named == () and loc.smallest_failing() == tuple(names(64))
+    assert {loc.status(x) for x in names(64)} == {"group"}
+    assert played.localization_rounds <= 4
+
+
+def test_fault_that_needs_half_the_set_is_narrowed_to_a_half():
+    played = play(names(64), needs_nodes(32))
+    group = played.localizer.loc.smallest_failing()
+    assert group is not None and len(group) == 32
+
+
+def test_pairs_use_a_known_good_partner_never_twice():
+    played = play(names(16), bad_nodes(["gpu0005"]))
+    pairs = [r.test for r in played.localizer.loc.results if r.test.phase == "pair"]
+    subject = [p for p in pairs if p.subject == "gpu0005"]
+    assert len(subject) == 2 and len({p.partner for p in subject}) == 2
+
+
+def test_job_keys():
+    assert NcclJob("single", ("gpu1",)).key == "single-gpu1"
+    assert NcclJob("whole", ("a", "b", "c")).key == "whole-3"
+    assert NcclJob("pair", ("s", "g"), subject="s").key == "pair-s-g"
+    assert [auto_group_nodes(n) for n in (16, 64, 256, 1024)] == [2, 4, 8, 8]
