@@ -98,6 +98,19 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 export OMPI_MCA_oob_tcp_if_include OMPI_MCA_btl_tcp_if_include
+# Every simulated node shares this machine's few cores, where binding 8 ranks per node to a
+# NUMA domain is an overload Open MPI refuses (its daemon dies); a real 8-GPU node has cores
+# for every rank. The job's binding is kept, only allowed to overload here.
+ng_n=$#; ng_next=
+for ng_a in "$@"; do
+  if [ -n "$ng_next" ]; then
+    case $ng_a in *:*) ;; *) ng_a="$ng_a:overload-allowed" ;; esac
+    ng_next=
+  fi
+  [ "$ng_a" = "--bind-to" ] && ng_next=1
+  set -- "$@" "$ng_a"
+done
+shift "$ng_n"
 exec /usr/bin/mpirun "$@"
 """
 
