@@ -15,7 +15,7 @@ from nodegate import hookspecs
 from nodegate.controller import XdistController
 from nodegate.errors import ConfigError
 from nodegate.interrupts import InterruptGuard
-from nodegate.reporting import AdmissionSummary, LatestLink, Recorder
+from nodegate.reporting import LatestLink, Recorder
 from nodegate.safetext import printable_lines
 from nodegate.settings import OPTIONS, Settings, build_settings
 from nodegate.stages.registry import STAGE_MARKERS
@@ -28,6 +28,10 @@ pytest_plugins = (
     "nodegate.items",
     "nodegate.controller",
     "nodegate.reporting",
+    "nodegate.terminal",
+    "nodegate.progress",
+    "nodegate.html_report",
+    "nodegate.allure_results",
 )
 
 GUARD = pytest.StashKey[InterruptGuard]()
@@ -85,7 +89,6 @@ def pytest_configure(config: pytest.Config) -> None:
             config.option.xmlpath = str(state.run_dir / "junit.xml")
         pm = config.pluginmanager
         pm.register(Recorder(state), "nodegate-recorder")
-        pm.register(AdmissionSummary(), "nodegate-admission-summary")
         pm.register(LatestLink(), "nodegate-latest-link")
         if pm.hasplugin("xdist"):
             pm.register(XdistController(state), "nodegate-xdist-controller")

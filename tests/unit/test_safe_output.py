@@ -184,7 +184,7 @@ def test_pytest_failure_text_is_escaped() -> None:
         evidence=("raw/gpu1/reach.json#os",),
     )
     with pytest.raises(pytest.fail.Exception) as info:
-        CheckView("reach.os.release", "gpu1", [v], None).assert_pass()
+        CheckView("reach.os.release", "gpu1", [v]).assert_pass()
     assert str(info.value) == "\n".join(
         [
             "FAIL reach.os.release gpu1 [os\\x1b[2K]",
@@ -199,7 +199,7 @@ def test_pytest_failure_text_is_escaped() -> None:
 def test_skip_text_is_escaped() -> None:
     v = Verdict("gpu.xid", "gpu1", Status.SKIP, "", message="skipped: \x1b]0;t\x07")
     with pytest.raises(pytest.skip.Exception) as info:
-        CheckView("gpu.xid", "gpu1", [v], None).assert_pass()
+        CheckView("gpu.xid", "gpu1", [v]).assert_pass()
     assert str(info.value) == "skipped: \\x1b]0;t\\x07"
 
 
