@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import pytest
@@ -106,7 +106,7 @@ class StageCount:
     name: str
     total: int
     deadline_s: float | None
-    started: float = field(default_factory=time.monotonic)
+    started: float
     active: bool = False
     done: int = 0
     failed: int = 0
@@ -183,7 +183,9 @@ class Progress:
     ) -> None:
         deadline = stage_deadline_s(stage, nodes, profiles, self.connect_s, self.fanout)
         with self._lock:
-            self.stage = StageCount(stage.name, len(nodes), deadline, active=stage.active)
+            self.stage = StageCount(
+                stage.name, len(nodes), deadline, time.monotonic(), active=stage.active
+            )
             if self._bars is not None:
                 self._tasks[stage.name] = self._bars.add_task(
                     stage.name, total=len(nodes) or 1, failed=0, deadline=deadline, unit="nodes"

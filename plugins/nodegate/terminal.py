@@ -231,7 +231,7 @@ def fold_lines(found: Sequence[Fold], budget: int, where: str) -> list[str]:
 
 def _shares(found: Sequence[Fold], limit: int) -> list[int]:
     """Lines per fold (0: left out): one reason line, or a header, one reason and a "... more"
-    line, for each fold in order while `limit` lasts; what is left goes to the folds in order."""
+    line, for each fold in order while `limit` lasts; what is left goes round the folds."""
 
     def need(f: Fold) -> int:
         return 1 if len(f.reasons) == 1 else len(f.reasons) + 1
@@ -243,12 +243,14 @@ def _shares(found: Sequence[Fold], limit: int) -> list[int]:
         if left < first:
             break
         shares[i], left = first, left - first
-    for i, f in enumerate(found):
-        if shares[i] == 0 or shares[i] == need(f):
-            continue
-        # A fold shown whole needs need(f) lines; in part, shares[i] - 2 reasons + header + more.
-        extra = min(need(f) - shares[i], left)
-        shares[i], left = shares[i] + extra, left - extra
+    growing = [i for i, f in enumerate(found) if 0 < shares[i] < need(f)]
+    while left > 0 and growing:  # one more line to each fold in turn: no fold hogs the screen
+        for i in list(growing):
+            if left == 0:
+                break
+            shares[i], left = shares[i] + 1, left - 1
+            if shares[i] == need(found[i]):
+                growing.remove(i)
     return shares
 
 
