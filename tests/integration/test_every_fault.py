@@ -93,7 +93,10 @@ def shows(line: str, value: Any) -> bool:
 def test_every_fail_reason_shows_observed_and_expected(sim_fleet: Any) -> None:
     kinds = {f if isinstance(f, str) else next(iter(f)) for fs in FAULTS.values() for f in fs}
     assert kinds == set(known_faults())  # a new fault kind is added here too
-    run = sim_fleet(base_model(48, faults=FAULTS, overrides=OVERRIDES)).run(timeout=600)
+    # Every reason line (#14 folds them to one screen by default: --summary-lines).
+    run = sim_fleet(base_model(48, faults=FAULTS, overrides=OVERRIDES)).run(
+        "--summary-lines=0", timeout=600
+    )
     assert run.rc == 1, run.stdout[-3000:]
     assert CONTROL.search(run.stdout) is None
     summary = run.stdout.split("= nodegate admission =")[1].split("\nadmission: ")[0]
