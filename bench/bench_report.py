@@ -99,7 +99,7 @@ def main() -> int:
     from nodegate.terminal import Paths, decision_lines
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--from", dest="src", default=str(REPO / "reports" / "latest"))
+    ap.add_argument("--from", dest="src", default="reports/latest", help="a run directory")
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--keep", help="write the synthesized run here and keep it")
     args = ap.parse_args()
