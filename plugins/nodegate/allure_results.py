@@ -24,7 +24,7 @@ from nodegate.html_report.model import check_order, group_of, index_verdicts
 from nodegate.report import observed_expected
 from nodegate.safetext import printable
 from nodegate.stages.registry import checks_by_id
-from nodegate.state import STATE
+from nodegate.state import STATE, RunState
 
 # Allure's statuses, worst first, for nodegate's.
 ALLURE_STATUS = {
@@ -145,15 +145,14 @@ def write_results(alluredir: Path, doc: Mapping[str, Any], vdoc: Mapping[str, An
 class AllureWriter:
     """The `pytest_nodegate_admission` consumer that writes the Allure results."""
 
-    def __init__(self, alluredir: Path) -> None:
+    def __init__(self, alluredir: Path, state: RunState) -> None:
         self.alluredir = alluredir
+        self.state = state
 
     @pytest.hookimpl
     def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
-        import json
-
-        vdoc = json.loads((run_dir / "verdicts.json").read_text(encoding="utf-8"))
-        write_results(self.alluredir, doc, vdoc, run_dir)
+        result = self.state.load_result()  # in memory on the controller: verdicts.json's
+        write_results(self.alluredir, doc, result.to_json(), run_dir)
 
 
 @pytest.hookimpl(trylast=True)  # after allure-pytest registered its listener
@@ -167,4 +166,4 @@ def pytest_configure(config: pytest.Config) -> None:
     if listener is not None:
         config.pluginmanager.unregister(listener)
     if not state.is_worker:
-        config.pluginmanager.register(AllureWriter(Path(alluredir)), "nodegate-allure")
+        config.pluginmanager.register(AllureWriter(Path(alluredir), state), "nodegate-allure")

@@ -29,7 +29,7 @@ from nodegate.html_report.model import heatmap, index_verdicts, node_views, reje
 from nodegate.html_report.plots import plots
 from nodegate.safetext import printable
 from nodegate.stages.registry import checks_by_id
-from nodegate.state import STATE
+from nodegate.state import STATE, RunState
 from nodegate.terminal import REPORT_FILE, node_state
 
 TEMPLATE = "report.html.j2"
@@ -75,10 +75,14 @@ def render(
     )
 
 
-def write_report(run_dir: Path, doc: Mapping[str, Any]) -> Path:
-    """Write `run_dir/report.html` from `doc` and `run_dir/verdicts.json` (absent: no plots)."""
-    vpath = run_dir / VERDICTS_FILE
-    vdoc = json.loads(vpath.read_text(encoding="utf-8")) if vpath.is_file() else {}
+def write_report(
+    run_dir: Path, doc: Mapping[str, Any], vdoc: Mapping[str, Any] | None = None
+) -> Path:
+    """Write `run_dir/report.html` from `doc` and the verdicts document `vdoc` (default: read
+    `run_dir/verdicts.json`; absent, no plots)."""
+    if vdoc is None:
+        vpath = run_dir / VERDICTS_FILE
+        vdoc = json.loads(vpath.read_text(encoding="utf-8")) if vpath.is_file() else {}
     out = run_dir / REPORT_FILE
     tmp = out.with_suffix(".tmp")
     tmp.write_text(render(doc, vdoc, run_dir), encoding="utf-8")
@@ -89,13 +93,19 @@ def write_report(run_dir: Path, doc: Mapping[str, Any]) -> Path:
 class ReportWriter:
     """The `pytest_nodegate_admission` consumer that writes report.html."""
 
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
     @pytest.hookimpl(tryfirst=True)  # before the terminal summary names it
     def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
-        write_report(run_dir, doc)
+        # The verdicts in memory, as verdicts.json holds them (at 1,024 nodes, reading the
+        # file back would take longer than drawing the page).
+        result = self.state.result
+        write_report(run_dir, doc, result.to_json() if result is not None else None)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
     if state is not None and not state.is_worker:
-        config.pluginmanager.register(ReportWriter(), "nodegate-html-report")
+        config.pluginmanager.register(ReportWriter(state), "nodegate-html-report")

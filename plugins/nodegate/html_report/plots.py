@@ -84,16 +84,15 @@ def bound(expected: Any) -> tuple[str, float] | None:
 def series(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[float], Any, str]]:
     """Quantity name -> (values, expected, unit): one per check, ib_write_bw split by rail."""
     out: dict[str, tuple[list[float], Any, str]] = {}
+    measured = [
+        (v, x)
+        for v in verdicts
+        if v["status"] in ("pass", "fail") and (x := number(v["observed"])) is not None
+    ]
     limits: dict[str, set[str]] = {}
-    for v in verdicts:
-        if v["status"] in ("pass", "fail") and number(v["observed"]) is not None:
-            limits.setdefault(v["check"], set()).add(str(v["expected"]))
-    for v in verdicts:
-        if v["status"] not in ("pass", "fail"):
-            continue
-        x = number(v["observed"])
-        if x is None:
-            continue
+    for v, _ in measured:
+        limits.setdefault(v["check"], set()).add(str(v["expected"]))
+    for v, x in measured:
         name = v["check"]
         rail = _RAIL.search(v.get("component") or "")
         if name == "ib_pairs.rail.bandwidth" and rail:
