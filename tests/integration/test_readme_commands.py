@@ -128,6 +128,12 @@ def test_plan_holds_every_readme_command():
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
+    stamp = REPO / ".venv" / ".nodegate-installed"
+    newest = max((REPO / f).stat().st_mtime for f in ("pyproject.toml", "setup.py"))
+    if not stamp.is_file() or stamp.stat().st_mtime < newest:
+        # scripts/test and scripts/demo run scripts/bootstrap, which would reinstall the
+        # checkout's .venv from this workspace (an editable install pointing here).
+        pytest.fail("run scripts/bootstrap first: .venv is older than pyproject.toml/setup.py")
     ws = tmp_path / "ws"
     ws.mkdir()
     for name in LINKED:
