@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 import pytest
 
 from nodegate.safetext import printable
+from nodegate.state import STATE
 from nodegate.transport.script import StageScript
 
 if TYPE_CHECKING:
@@ -86,6 +87,19 @@ def pytest_configure(config: pytest.Config) -> None:
     # Checked when pytest configures: a bad value is a usage error before any connection.
     if config.getoption("nodegate_progress", None) or config.getini("nodegate_progress"):
         progress_mode(config, False)
+    state = config.stash.get(STATE, None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if state is None or state.is_worker or reporter is None:
+        return
+    if progress_mode(config, bool(reporter.isatty)) == "plain":
+        # Something from the first second: collecting 40,000 items takes a few.
+        profiles = ", ".join(sorted({p.name for p in state.profiles.values()}))
+        reporter.write_line(
+            printable(
+                f"nodegate: {len(state.nodes)} nodes from {state.settings.inventory} "
+                f"(profiles: {profiles}); collecting the test items"
+            )
+        )
 
 
 def make_progress(config: pytest.Config, connect_s: float | None, fanout: int) -> Progress:

@@ -31,6 +31,7 @@ from nodegate.state import STATE
 
 DEFAULT_SUMMARY_LINES = 30  # reason lines: with the header, one screen at 1,024 nodes
 FIRST_NODES = 8  # nodes named in a fold's header line
+NODESET_CHARS = 240  # an ADMITTED/REJECTED nodeset longer than this is cut: 3 lines at 80 columns
 REPORT_FILE = "report.html"
 
 
@@ -254,6 +255,26 @@ def _shares(found: Sequence[Fold], limit: int) -> list[int]:
     return shares
 
 
+def clip_nodeset(nodes: Sequence[str], where: str, limit: int = NODESET_CHARS) -> str:
+    """The folded nodeset, or as many of the first nodes as fold within `limit` characters
+    and how many more (a fleet with scattered faults folds poorly).
+
+    >>> clip_nodeset([f"n{i}" for i in range(1, 100, 2)], "a.json", 20)
+    'n[1,3,5,7,9,11,13] +43 more (a.json)'
+    """
+    whole = str(NodeSet.fromlist(nodes))
+    if len(whole) <= limit:
+        return whole
+    lo, hi = 1, len(nodes)  # the most nodes whose nodeset fits: at least one
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(str(NodeSet.fromlist(nodes[:mid]))) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return f"{NodeSet.fromlist(nodes[:lo])} +{len(nodes) - lo} more ({where})"
+
+
 def decision_lines(doc: Mapping[str, Any], paths: Paths, budget: int) -> list[str]:
     """The whole section, one escaped line per entry; the last line says where the full list is."""
     s = doc["summary"]
@@ -268,9 +289,9 @@ def decision_lines(doc: Mapping[str, Any], paths: Paths, budget: int) -> list[st
         f"{s['rejected']} rejected{nq} (stages: {', '.join(doc['stages']) or 'none'})"
     ]
     if admitted:
-        lines.append(f"ADMITTED {len(admitted)}: {NodeSet.fromlist(admitted)}")
+        lines.append(f"ADMITTED {len(admitted)}: {clip_nodeset(admitted, paths.admission)}")
     if rejected:
-        lines.append(f"REJECTED {len(rejected)}: {NodeSet.fromlist(rejected)}")
+        lines.append(f"REJECTED {len(rejected)}: {clip_nodeset(rejected, paths.admission)}")
         by_class = doc.get("remediation") or {}
         if by_class:
             lines.append(

@@ -107,6 +107,10 @@ def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_a_run_shows_progress_before_any_item(tmp_path):
     p = run(tmp_path, "--progress=plain", "-q")
     lines = p.stdout.splitlines()
+    assert [ln for ln in lines if ln.startswith("nodegate:")][0] == (
+        f"nodegate: 3 nodes from {tmp_path / 'inv.yaml'} (profiles: generic-hgx-h100); "
+        "collecting the test items"
+    )
     first = [i for i, ln in enumerate(lines) if ln.startswith("nodegate: reach")]
     assert [lines[i].split(":")[1] for i in first] == [" reach", " reach done"]
     assert lines[first[1]].startswith("nodegate: reach done: 3 nodes, 3 failed a check, ")

@@ -78,6 +78,10 @@ def test_1024_nodes_with_50_faults_fit_one_screen():
     lines = decision_lines(fleet(1024, faults), PATHS, 30)
     assert len(lines) <= 40  # one screen, the header and the nodesets included
     assert lines[0] == "nodegate run r1: 1024 nodes, 974 admitted, 50 rejected (stages: reach)"
+    # 50 scattered faults fold poorly: the admitted nodeset is cut to 3 lines of 80 columns
+    assert lines[1].startswith("ADMITTED 974: gpu[0002-0004,0006-0010,0012-0032,")
+    assert lines[1].endswith(" more (reports/r1/admission.json)") and len(lines[1]) <= 300
+    assert lines[2].startswith("REJECTED 50: gpu[0001,0005,0011,0033,")
     folded = lines[3:-2]
     assert folded[0] == (
         "reach.ssh FAIL on 32 nodes: gpu[0001,0033,0065,0097,0129,0161,0193,0225] +24 more"
