@@ -87,10 +87,13 @@ class _RunDir:
         self.path = run_dir
 
 
+# The demo's last line: what its exit code means (README "Exit codes"); its fleet has injected
+# faults, so 1 is the expected outcome.
 DEMO_EXITS = {
-    0: "all admitted",
-    1: "some nodes rejected",
-    2: "interrupted",
+    0: "every node admitted; the demo's injected faults should have rejected some: check --model",
+    1: "some nodes rejected, as this demo intends: its fleet has injected faults",
+    2: "interrupted: no node admitted",
+    4: "usage error",
     6: "not qualified: the run did not cover the admission policy",
     7: "regressed against the baseline",
     8: "an --act action failed",
@@ -127,7 +130,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             # bytecode is written beside an installed package (nor a warning that the
             # already imported nodegate cannot be rewritten).
             "--assert=plain",
-            *args.pytest_args,
+            *group_args(args.pytest_args),
         ]
         print("  pytest " + " ".join(pytest_args), flush=True)
         rc = int(pytest.main(pytest_args, plugins=[run_dir]))
@@ -139,8 +142,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"fleet left running; stop it with: nodegate sim stop --dir {fleet.root}")
     # This run's directory (reports/latest stays on the last complete run when interrupted).
     if run_dir.path is not None:
-        print(f"reports: {run_dir.path}  (admission.json, junit.xml, verdicts.json, raw/)")
-    print(f"exit code {rc} ({DEMO_EXITS.get(rc, 'error')})")
+        files = "report.html, admission.json, junit.xml, verdicts.json, raw/"
+        print(f"reports: {run_dir.path}  ({files})")
+    print(f"exit code {rc}: {DEMO_EXITS.get(rc, 'error, see above')}")
     return rc
 
 
@@ -212,11 +216,37 @@ def _passive_stage(name: str) -> PassiveStage[Any, Any]:
     return st
 
 
+def group_args(pytest_args: list[str]) -> list[str]:
+    """`--nodes @rack03` as `--nodes=@rack03`: pytest reads an argument that starts with `@`
+    as a file of arguments; joined to its option, the group name reaches nodegate.
+
+    >>> group_args(["--nodes", "@rack03", "-k", "kernel"])
+    ['--nodes=@rack03', '-k', 'kernel']
+    """
+    out: list[str] = []
+    args = iter(pytest_args)
+    for a in args:
+        if a == "--nodes":
+            value = next(args, None)
+            if value is None:
+                out.append(a)
+            elif value.startswith("@"):
+                out.append(f"{a}={value}")
+            else:
+                out += [a, value]
+        elif a == "--":
+            out += [a, *args]
+        else:
+            out.append(a)
+    return out
+
+
 def cmd_run(pytest_args: list[str]) -> int:
-    """`pytest <shipped suites> ARGS...`: every argument goes to pytest unchanged."""
+    """`pytest <shipped suites> ARGS...`: every argument goes to pytest (`--nodes @group`
+    joined to its option, see `group_args`)."""
     import pytest
 
-    return int(pytest.main([*bundled.suite_args(), *QUIET_REWRITE, *pytest_args]))
+    return int(pytest.main([*bundled.suite_args(), *QUIET_REWRITE, *group_args(pytest_args)]))
 
 
 def _add_settings_options(p: argparse.ArgumentParser, *flags: str, required: bool = False) -> None:
@@ -286,7 +316,8 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "run",
-        help="pytest on the shipped suites; every argument after `run` goes to pytest",
+        help="pytest on the shipped suites; every argument after `run` goes to pytest "
+        "(`nodegate run --help` is pytest's help, nodegate's options included)",
         add_help=False,
     )
     return p

@@ -7,16 +7,17 @@ checks: they read verdicts.json.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
 from nodegate.engine import Engine, LoopThread
 from nodegate.items import SITE_PREFIX, item_key
-from nodegate.safetext import printable
+from nodegate.progress import make_progress
 from nodegate.stages.base import StageOptions
 from nodegate.state import STATE, WORKER_RUN_DIR, RunState, now
+from nodegate.transport.evidence import EvidenceWriter
 
 # What an interrupted run was doing, when not a stage (admission.json `interrupted`).
 STARTING = "the start of the stages"
@@ -50,15 +51,20 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
     if state.transport is None:
         state.transport = state.open_transport()
     names = {n for _, n in keys}
+    progress = make_progress(state.config, state.settings.connect_timeout_s, state.settings.fanout)
+    evidence = getattr(state.transport, "evidence", None)
+    if isinstance(evidence, EvidenceWriter):
+        evidence.listeners.append(progress.node_done)
     engine = Engine(
         [n for n in state.nodes if n.name in names],
         state.profiles,
         state.transport,
         state.run_dir,
-        options=StageOptions(fanout=state.settings.fanout, log=_progress_log(state.config)),
+        options=StageOptions(fanout=state.settings.fanout, log=progress.log, progress=progress),
     )
     try:
-        state.result = state.loop.call(engine.run(engine_keys))
+        with progress:
+            state.result = state.loop.call(engine.run(engine_keys))
     except KeyboardInterrupt:
         # The running stage was cancelled and has killed what it started; keep what the
         # stages before it measured, say where the run stopped, and end the session as
@@ -70,18 +76,6 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
             f"nodegate: run interrupted during {state.result.interrupted}"
         ) from None
     state.result.write(state.run_dir)
-
-
-def _progress_log(config: pytest.Config) -> Callable[[str], None] | None:
-    """Active stages show their plan as they go (the plan is also in the run directory)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
-        return None
-
-    def log(line: str) -> None:
-        reporter.write_line(printable(f"nodegate: {line}"))
-
-    return log
 
 
 class XdistController:

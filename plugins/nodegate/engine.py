@@ -177,6 +177,9 @@ class Engine:
                 else:
                     part.append(n)
             t0 = time.monotonic()
+            progress = self.options.progress
+            if part and progress is not None:
+                progress.stage_started(stage, part, self.profiles)
             if part:
                 ctx = StageContext(
                     nodes=part,
@@ -199,6 +202,9 @@ class Engine:
                     ]
                 for v in verdicts:
                     result.add(self.classified(v))
+                if progress is not None:
+                    failed = {v.node for v in verdicts if v.status is not Status.PASS}
+                    progress.stage_finished(stage.name, len(failed))
             result.timings[stage.name] = round(time.monotonic() - t0, 3)
             result.stages_run.append(stage.name)
             for (_check, node), vs in result.verdicts.items():

@@ -69,8 +69,10 @@ def pytest_nodegate_admission(doc: dict[str, Any], run_dir: Path) -> None:
     Called once per run, on the controller only (never on xdist workers), from
     ``pytest_sessionfinish``, interrupted runs included: their document has ``interrupted``
     (what the run was doing) and admits no node; an action should leave them alone. The
-    built-in terminal summary ("nodegate admission"), the ``reports/latest`` link and the
-    ``--act`` actions (``nodegate.actions``) are implementations; reports and actions plug in
-    the same way. An action acts only when ``doc["actionable"]`` (a complete run, or
-    ``--allow-incomplete``; never an interrupted run).
+    built-in terminal summary ("nodegate admission", `nodegate.terminal`), ``report.html``
+    (`nodegate.html_report`), the Allure results (`nodegate.allure_results`, with
+    ``--alluredir``), the ``reports/latest`` link and the ``--act`` actions
+    (``nodegate.actions``) are implementations; reports and actions plug in the same way. An
+    action acts only when ``doc["actionable"]`` (a complete run, or ``--allow-incomplete``;
+    never an interrupted run).
     """

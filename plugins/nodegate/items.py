@@ -6,7 +6,6 @@ engine; `node` (site checks) runs commands over the run's connection.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -18,7 +17,6 @@ from nodegate.model import CommandResult, CommandSpec, Status, Verdict
 from nodegate.safetext import printable, printable_lines
 from nodegate.stages.registry import checks_by_test
 from nodegate.state import STATE, RunState
-from nodegate.transport.evidence import resolve_evidence
 
 NODE_PARAM = "nodegate_node"
 COLLECTION_USAGE_ERROR = pytest.StashKey[str]()
@@ -104,23 +102,15 @@ class CheckView:
     """What a check item sees: its verdicts; `assert_pass()` fails closed."""
 
     def __init__(
-        self,
-        check: str,
-        node: str,
-        verdicts: list[Verdict],
-        allure_to: tuple[str, Path] | None,
-        waivers: WaiverSet | None = None,
+        self, check: str, node: str, verdicts: list[Verdict], waivers: WaiverSet | None = None
     ) -> None:
         self.check = check
         self.node = node
         self.verdicts = verdicts
         self.waivers = waivers or WaiverSet()
-        self._allure_to = allure_to  # (stage, run dir) when --alluredir is given
 
     def assert_pass(self) -> None:
         __tracebackhide__ = True
-        if self._allure_to is not None:  # in the test body, so Allure files it with the test
-            _allure_attach(self, *self._allure_to)
         if not self.verdicts:
             pytest.fail(
                 f"{self.check} on {self.node}: no verdict (did not run) - fail closed",
@@ -179,36 +169,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def nodegate_check(request: pytest.FixtureRequest, nodegate_node: str) -> CheckView:
     """The verdicts of this item's (check, node), computed once for the whole run."""
     state: RunState = request.config.stash[STATE]
-    stage, spec = checks_by_test()[request.function.__name__]
-    allure_to = (
-        (stage.name, state.run_dir)
-        if getattr(request.config.option, "allure_report_dir", None)
-        else None
-    )
+    _stage, spec = checks_by_test()[request.function.__name__]
     verdicts = state.load_result().for_item(spec.id, nodegate_node)
-    return CheckView(spec.id, nodegate_node, verdicts, allure_to, state.waivers)
-
-
-def _allure_attach(view: CheckView, stage: str, run_dir: Path) -> None:
-    """With --alluredir: label the item and attach its verdicts and raw evidence."""
-    import allure
-
-    allure.dynamic.feature(stage)  # type: ignore[no-untyped-call]
-    allure.dynamic.story(view.check)  # type: ignore[no-untyped-call]
-    allure.dynamic.tag(view.node)  # type: ignore[no-untyped-call]
-    allure.attach(
-        json.dumps([v.to_json() for v in view.verdicts], indent=1),
-        name="verdicts",
-        attachment_type=allure.attachment_type.JSON,
-    )
-    for ref in sorted({e for v in view.verdicts for e in v.evidence}):
-        try:
-            doc = resolve_evidence(run_dir, ref)
-        except (OSError, KeyError, ValueError):
-            continue  # the verdict itself says what is missing
-        allure.attach(
-            json.dumps(doc, indent=1), name=ref, attachment_type=allure.attachment_type.JSON
-        )
+    # Allure results are one per node x stage, written from the decision (allure_results).
+    return CheckView(spec.id, nodegate_node, verdicts, state.waivers)
 
 
 class NodeHandle:

@@ -18,7 +18,7 @@ from nodegate.controller import XdistController
 from nodegate.errors import ConfigError
 from nodegate.interrupts import InterruptGuard
 from nodegate.outliers import OutlierSummary, validate_policies
-from nodegate.reporting import AdmissionSummary, LatestLink, Recorder
+from nodegate.reporting import LatestLink, Recorder
 from nodegate.safetext import printable_lines
 from nodegate.settings import OPTIONS, Settings, build_settings
 from nodegate.stages.registry import STAGE_MARKERS, checks_by_id
@@ -31,6 +31,10 @@ pytest_plugins = (
     "nodegate.items",
     "nodegate.controller",
     "nodegate.reporting",
+    "nodegate.terminal",
+    "nodegate.progress",
+    "nodegate.html_report",
+    "nodegate.allure_results",
 )
 
 GUARD = pytest.StashKey[InterruptGuard]()
@@ -91,7 +95,6 @@ def pytest_configure(config: pytest.Config) -> None:
             config.option.xmlpath = str(state.run_dir / "junit.xml")
         pm = config.pluginmanager
         pm.register(Recorder(state), "nodegate-recorder")
-        pm.register(AdmissionSummary(), "nodegate-admission-summary")
         pm.register(LatestLink(), "nodegate-latest-link")
         pm.register(OutlierSummary(), "nodegate-outliers")
         if ab_mode is not None:  # registered last: its trylast section prints last

@@ -1,10 +1,11 @@
 """The run's outcome: each item's result (controller side), admission.json at session end,
-handed to `pytest_nodegate_admission` implementations: the terminal summary and reports/latest.
+handed to `pytest_nodegate_admission` implementations: reports/latest here, the terminal
+summary (`nodegate.terminal`), report.html (`nodegate.html_report`) and Allure results
+(`nodegate.allure_results`).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,10 @@ from _pytest.junitxml import xml_key
 from nodegate.admission.remediation import table_of
 from nodegate.controller import ITEMS, STARTING
 from nodegate.engine import RunResult
-from nodegate.gate import ADMISSION_FILE, admission_doc, decide, write_admission
+from nodegate.gate import admission_doc, decide, write_admission
 from nodegate.items import SITE_PREFIX, item_key
 from nodegate.model import Status, Verdict
 from nodegate.outliers import find_outliers, reject_blocking
-from nodegate.report import summary_lines
 from nodegate.state import STATE, RunState, now
 
 # Exit codes (README "Exit codes"): pytest's own, plus 1 whenever a node is rejected, 6 when
@@ -156,25 +156,6 @@ def _junit_not_run(config: pytest.Config, state: RunState, why: str) -> None:
         done = pytest.TestReport(nodeid, where, {}, "passed", None, "teardown")
         xml.pytest_runtest_logreport(error)
         xml.pytest_runtest_logreport(done)
-
-
-class AdmissionSummary:
-    """The terminal's "nodegate admission" section (a `pytest_nodegate_admission` consumer)."""
-
-    def __init__(self) -> None:
-        self.got: tuple[dict[str, Any], Path] | None = None
-
-    @pytest.hookimpl
-    def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
-        self.got = (doc, run_dir / ADMISSION_FILE)
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.got is None:
-            return
-        doc, path = self.got
-        terminalreporter.section("nodegate admission")
-        for line in summary_lines(doc, os.path.relpath(path)):
-            terminalreporter.write_line(line)
 
 
 class LatestLink:

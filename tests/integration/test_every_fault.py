@@ -98,7 +98,10 @@ def test_every_fail_reason_shows_observed_and_expected(sim_fleet: Any) -> None:
     # localized in their own fleets (test_nccl_fleet).
     nccl = {k for k in known_faults() if k.startswith("nccl_")}
     assert kinds == set(known_faults()) - ROCE_FAULTS - {"slurmd_down"} - nccl
-    run = sim_fleet(base_model(48, faults=FAULTS, overrides=OVERRIDES)).run(timeout=600)
+    # Every reason line (#14 folds them to one screen by default: --summary-lines).
+    run = sim_fleet(base_model(48, faults=FAULTS, overrides=OVERRIDES)).run(
+        "--summary-lines=0", timeout=600
+    )
     assert run.rc == 1, run.stdout[-3000:]
     assert CONTROL.search(run.stdout) is None
     summary = run.stdout.split("= nodegate admission =")[1].split("\nadmission: ")[0]

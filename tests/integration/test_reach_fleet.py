@@ -62,7 +62,7 @@ def test_32_nodes_4_faults_exactly_those_rejected(sim_fleet):
     assert len(cases) == 32 * N_CHECKS
     assert any(c.name == "test_kernel_uniform[gpu017]" and not c.is_passed for c in cases)
     # folded terminal summary
-    assert "REJECTED gpu[003,012,017,024]" in run.stdout
+    assert "REJECTED 4: gpu[003,012,017,024]" in run.stdout  # #14: the count first
     assert (
         "gpu017: reach.kernel.uniform FAIL [kernel]: "
         "kernel 5.15.0-91-generic differs from fleet 5.15.0-105-generic" in run.stdout

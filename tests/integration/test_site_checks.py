@@ -35,14 +35,20 @@ def test_site_check_gates_nodes(sim_fleet, tmp_path):
     assert run.verdicts["connections"] == 3
 
 
-def test_allure_results_carry_verdicts_and_evidence(sim_fleet, tmp_path):
+def test_allure_results_are_one_per_node_and_stage(sim_fleet, tmp_path):
+    # Adapted for #14: one result per node x stage (not per item); a passing stage links to
+    # its evidence, a failing one attaches it (tests/integration/test_html_report.py).
     fleet = sim_fleet(base_model(2))
     allure_dir = tmp_path / "allure"
     run = fleet.run("-k", "kernel_version", f"--alluredir={allure_dir}")
     assert run.rc == 6, run.stdout  # a diagnostic run: not qualified (#13)
     results = [json.loads(p.read_text()) for p in allure_dir.glob("*-result.json")]
-    assert len(results) == 2
-    names = {a["name"] for r in results for a in r.get("attachments", [])}
-    assert "verdicts" in names and "raw/gpu001/reach.json#kernel" in names
+    assert sorted((r["name"], r["status"]) for r in results) == [
+        ("gpu001 reach", "passed"),
+        ("gpu002 reach", "passed"),
+    ]
+    assert [s["name"] for s in results[0]["steps"]] == ["reach.kernel.version: 1/1 passed"]
+    links = sorted(lk["name"] for r in results for lk in r["links"])
+    assert links == ["raw/gpu001/reach.json", "raw/gpu002/reach.json"]
     labels = {(lab["name"], lab["value"]) for r in results for lab in r["labels"]}
-    assert ("feature", "reach") in labels and ("story", "reach.kernel.version") in labels
+    assert {("feature", "reach"), ("host", "gpu001"), ("host", "gpu002")} <= labels

@@ -14,8 +14,8 @@ from nodegate.errors import ConfigError
 from nodegate.gate import admission_doc, admission_schema, decide
 from nodegate.model import Status, Verdict
 from nodegate.profiles import ProfileLibrary
-from nodegate.report import summary_lines
 from nodegate.stages.registry import STAGES, checks_by_id
+from nodegate.terminal import summary_lines
 
 REPO = Path(__file__).resolve().parents[2]
 META = {
@@ -36,7 +36,7 @@ def lib(tmp_path: Path | None = None) -> ProfileLibrary:
 # -- policy --------------------------------------------------------------------------------
 def test_default_policy_is_every_check_of_every_stage_the_profile_defines() -> None:
     pol = policy_of(lib().get("generic-hgx-h100"), STAGES)
-    assert pol.stages == ("reach", "pcie_gpu", "hca", "ib_pairs")  # roce: null, not a RoCE SKU
+    assert pol.stages == ("reach", "pcie_gpu", "hca", "ib_pairs", "nccl")  # roce: null
     assert pol.required == tuple(i for i in checks_by_id() if not i.startswith("roce."))
 
 
@@ -147,10 +147,10 @@ def test_a_diagnostic_run_admits_nobody_and_says_which_checks_did_not_run() -> N
     assert doc_of(sel, run(), allow_incomplete=True)["actionable"] is True
     assert summary_lines(doc, "a.json") == [
         "nodegate run r1: 2 nodes, 0 admitted, 1 rejected, 1 not qualified (stages: reach)",
-        "REJECTED n2",
+        "REJECTED 1: n2",
         "  by remediation: fix_config n2",
         "  n2: reach.kernel.version FAIL [kernel]: kernel 5.4 (expected >= 5.15) (fix_config)",
-        "NOT QUALIFIED n1: 2 required checks did not run in this run: gpu.xid, reach.ssh",
+        "NOT QUALIFIED 1: n1: 2 required checks did not run in this run: gpu.xid, reach.ssh",
         "INCOMPLETE run (not every required check ran): reports/latest and actions do not "
         "follow it (--allow-incomplete to let them)",
         "admission: a.json",

@@ -175,6 +175,47 @@ def test_an_interrupted_demo_prints_its_own_run_directory(tmp_path, monkeypatch,
     assert cli.main(["demo", "--dir", str(tmp_path / "fleet")]) == 2
     out = capsys.readouterr().out.splitlines()
     assert out[-2:] == [
-        f"reports: {this_run}  (admission.json, junit.xml, verdicts.json, raw/)",
-        "exit code 2 (interrupted)",
+        f"reports: {this_run}  (report.html, admission.json, junit.xml, verdicts.json, raw/)",
+        "exit code 2: interrupted: no node admitted",
     ]
+
+
+def test_run_joins_a_lone_group_to_nodes(monkeypatch):
+    # pytest reads a lone `@rack02` as a file of arguments: `run` hands it over as --nodes=@rack02
+    seen: list[list[str]] = []
+    monkeypatch.setattr(pytest, "main", lambda args: seen.append(args) or 0)
+    argv = ["--nodes", "@rack02", "-k", "kernel", "--nodes", "gpu1", "--", "--nodes", "@x"]
+    assert cli.main(["run", *argv]) == 0
+    assert seen == [
+        [*bundled.suite_args(), *REWRITE, "--nodes=@rack02", "-k", "kernel", "--nodes", "gpu1"]
+        + ["--", "--nodes", "@x"]
+    ]
+
+
+def test_run_selects_a_group_given_with_a_space(tmp_path):
+    hosts = bundled.REPO / "inventories" / "examples" / "hosts.ini"
+    p = subprocess.run(
+        [sys.executable, "-m", "nodegate.cli", "run", "--inventory", str(hosts), "--nodes"]
+        + ["@rack02", "-m", "reach", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    ids = [ln for ln in p.stdout.splitlines() if "::" in ln]
+    # rack02 is gpu[09-16] (hosts.ini), 8 reach checks each
+    assert sorted({i.rpartition("[")[2][:-1] for i in ids}) == [f"gpu{i:02d}" for i in range(9, 17)]
+    assert len(ids) == 64
+
+
+def test_demo_says_what_its_exit_code_means(tmp_path, monkeypatch, capsys):
+    import nodegate.sim.fleet
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(nodegate.sim.fleet, "build_fleet", lambda m, root, subnet: FakeFleet(root))
+    monkeypatch.setattr(pytest, "main", lambda args, plugins=(): 1)
+    assert cli.main(["demo", "--dir", str(tmp_path / "fleet")]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "exit code 1: some nodes rejected, as this demo intends: its fleet has injected faults"
+    )

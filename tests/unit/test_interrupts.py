@@ -21,9 +21,9 @@ from nodegate.gate import admission_doc, admission_schema, decide
 from nodegate.interrupts import InterruptGuard, Terminated
 from nodegate.model import Status, Verdict
 from nodegate.profiles import Profile
-from nodegate.report import summary_lines
 from nodegate.reporting import LatestLink
 from nodegate.stages.base import CheckSpec, Stage, StageContext
+from nodegate.terminal import summary_lines
 
 from tests.unit.test_engine import NoTransport, node
 

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from nodegate.items import CheckView
 from nodegate.model import Status, Verdict
-from nodegate.report import fold_reasons, summary_lines
+from nodegate.report import fold_reasons
 from nodegate.safetext import html_text, printable, printable_lines
+from nodegate.terminal import summary_lines
 
 # Erase the line above, paint a fake summary, set the title, write the clipboard (OSC 52),
 # C1 CSI, a bidi override, a NUL and a line separator.
@@ -71,11 +72,11 @@ def test_summary_escapes_node_text() -> None:
     lines = summary_lines(doc({"gpu1": [pretty], "gpu2": [stderr]}), "reports/r1/admission.json")
     assert lines == [
         "nodegate run r1: 2 nodes, 0 admitted, 2 rejected (stages: reach)",
-        "REJECTED gpu[1-2]",
-        f"  gpu1: reach.os.release FAIL [os]: {ESCAPED} "
-        "(observed rocky 9.3, expected ID in ['ubuntu'])",
+        "REJECTED 2: gpu[1-2]",
         "  gpu2: reach.ofed.version ERROR [OFED]: `ofed_info -s` exited 1: "
         "\\x1b]52;c;cHduZWQ=\\x07",
+        f"  gpu1: reach.os.release FAIL [os]: {ESCAPED} "
+        "(observed rocky 9.3, expected ID in ['ubuntu'])",
         "admission: reports/r1/admission.json",
     ]
     assert not any(CONTROL.search(line) for line in lines)
@@ -184,7 +185,7 @@ def test_pytest_failure_text_is_escaped() -> None:
         evidence=("raw/gpu1/reach.json#os",),
     )
     with pytest.raises(pytest.fail.Exception) as info:
-        CheckView("reach.os.release", "gpu1", [v], None).assert_pass()
+        CheckView("reach.os.release", "gpu1", [v]).assert_pass()
     assert str(info.value) == "\n".join(
         [
             "FAIL reach.os.release gpu1 [os\\x1b[2K]",
@@ -199,7 +200,7 @@ def test_pytest_failure_text_is_escaped() -> None:
 def test_skip_text_is_escaped() -> None:
     v = Verdict("gpu.xid", "gpu1", Status.SKIP, "", message="skipped: \x1b]0;t\x07")
     with pytest.raises(pytest.skip.Exception) as info:
-        CheckView("gpu.xid", "gpu1", [v], None).assert_pass()
+        CheckView("gpu.xid", "gpu1", [v]).assert_pass()
     assert str(info.value) == "skipped: \\x1b]0;t\\x07"
 
 

@@ -12,8 +12,8 @@ from nodegate.errors import ConfigError
 from nodegate.gate import admission_doc, decide
 from nodegate.items import CheckView
 from nodegate.model import Status, Verdict
-from nodegate.report import summary_lines
 from nodegate.stages.registry import checks_by_id
+from nodegate.terminal import summary_lines
 
 TODAY = dt.date(2026, 6, 1)
 NAMES = ("gpu001", "gpu002", "gpu003")
@@ -148,11 +148,11 @@ def test_a_waived_item_that_never_reported_still_rejects(tmp_path: Path) -> None
 def test_the_item_of_a_waived_failure_is_an_expected_failure(tmp_path: Path) -> None:
     ws = load(tmp_path, WAIVERS)
     with pytest.raises(pytest.xfail.Exception) as info:
-        CheckView("gpu.xid", "gpu001", [XID], None, ws).assert_pass()
+        CheckView("gpu.xid", "gpu001", [XID], ws).assert_pass()
     assert str(info.value) == (
         "waived gpu.xid [GPU2 0000:4c:00.0]: waiver 1 (gpu.xid [GPU2] on gpu[001-002], "
         "owner ops@example.com): Xid 79 on GPU2, RMA ticket OPS-1"
     )
     other = Verdict("gpu.xid", "gpu001", Status.FAIL, "GPU5 0000:9b:00.0", message="Xid 48")
     with pytest.raises(pytest.fail.Exception):
-        CheckView("gpu.xid", "gpu001", [XID, other], None, ws).assert_pass()
+        CheckView("gpu.xid", "gpu001", [XID, other], ws).assert_pass()

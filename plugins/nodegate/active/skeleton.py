@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import functools
 import json
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -95,7 +96,12 @@ async def localize(
         plan_round(c, rnd, planned, out_dir)
         if opts.log is not None:
             opts.log(f"{stage} {c.name}: round {rnd.id.label}: {len(rnd.tests)} tests")
-        for test, execution in await run_round(c, rnd, ledger, opts.fanout):
+        done = None
+        if opts.progress is not None:
+            label = f"{c.name}: round {rnd.id.label}"
+            opts.progress.round_started(stage, label, len(rnd.tests))
+            done = functools.partial(opts.progress.test_done, stage, label)
+        for test, execution in await run_round(c, rnd, ledger, opts.fanout, done):
             book.add(rnd.id, test, c.test_doc(test), execution)
             c.localizer.add(judge(c, rnd, test, execution))
         await book.flush()
@@ -118,7 +124,11 @@ def plan_round(c: Campaign[T], rnd: Round[T], planned: list[dict[str, Any]], out
 
 
 async def run_round(
-    c: Campaign[T], rnd: Round[T], ledger: ProcessLedger, limit: int
+    c: Campaign[T],
+    rnd: Round[T],
+    ledger: ProcessLedger,
+    limit: int,
+    on_done: Callable[[], None] | None = None,
 ) -> list[tuple[T, Execution]]:
     """Every test of the round at once, at most `limit` running; results in plan order."""
     sem = asyncio.Semaphore(limit)
@@ -137,6 +147,8 @@ async def run_round(
             # only the others (a launcher's ranks) are checked for the test's tags.
             own = {s.node for s in run.sides}
             scope.watch_on([n for n in c.test_nodes(t) if n not in own])
+            if on_done is not None:
+                on_done()
             return t, run
 
     groups: dict[Hashable, list[T]] = {}

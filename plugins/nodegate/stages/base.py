@@ -10,7 +10,7 @@ import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from nodegate.checks import Check, CheckTable
 from nodegate.errors import ParseError
@@ -19,6 +19,9 @@ from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach, Statu
 from nodegate.profiles import Profile
 from nodegate.settings import DEFAULT_FANOUT
 from nodegate.transport.base import Transport
+
+if TYPE_CHECKING:
+    from nodegate.progress import ProgressSink
 
 T = TypeVar("T")
 F = TypeVar("F")
@@ -40,6 +43,7 @@ class StageOptions:
 
     fanout: int = DEFAULT_FANOUT
     log: Callable[[str], None] | None = None  # active stages show their plan as they go
+    progress: ProgressSink | None = None  # stages, nodes and rounds as they go (nodegate.progress)
 
 
 @dataclass

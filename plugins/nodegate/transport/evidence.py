@@ -23,7 +23,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,9 @@ class EvidenceWriter:
     def __init__(self, root: str | os.PathLike[str], transport: str) -> None:
         self.root = Path(root)
         self.transport = transport
+        # Called (stage, node, session ok) after each node's file is written, from the
+        # thread that wrote it: the run's progress display counts nodes done this way.
+        self.listeners: list[Callable[[str, str, bool], None]] = []
 
     @staticmethod
     def ref(node: str, stage: str, command: str) -> str:
@@ -126,6 +129,8 @@ class EvidenceWriter:
             "commands": commands,
         }
         (d / f"{stage}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        for listener in self.listeners:
+            listener(stage, outcome.node, outcome.reach is Reach.OK)
         return dataclasses.replace(outcome, results=results)
 
     def record_processes(

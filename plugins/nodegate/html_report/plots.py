@@ -1,0 +1,195 @@
+"""Distributions for report.html, as geometry the template draws as inline SVG: one histogram
+per measured quantity (ib_write_bw per rail, NCCL busbw, PCIe, ECC, ...), with the profile's
+floor or ceiling drawn where the verdicts state one (`expected: ">= 360"`)."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+WIDTH, HEIGHT, PAD = 320, 120, 24
+MAX_BINS = 24
+MAX_PLOTS = 24
+# Shown first, in this order; any other check with numeric observations follows.
+FIRST: tuple[str, ...] = ("ib_pairs.rail.bandwidth", "nccl.", "pcie.gpu.width", "pcie.gpu.gen")
+FIRST += ("hca.pcie.width", "gpu.ecc.uncorrectable", "hca.port.rate")
+_BOUND = re.compile(r"^\s*(>=|<=|>|<|==)?\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*$")
+_RAIL = re.compile(r"\(rail (\d+)\)")
+_NUMERIC_TEXT = re.compile(r"^x(\d+)$")  # "x16": a width written as text
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    x: float
+    y: float
+    w: float
+    h: float
+    count: int
+    label: str  # the bin's range
+    bad: bool  # on the wrong side of the limit
+
+
+@dataclass(frozen=True, slots=True)
+class Plot:
+    title: str
+    unit: str
+    n: int
+    low: float
+    median: float
+    high: float
+    bars: tuple[Bar, ...]
+    limit: float | None
+    limit_x: float | None
+    limit_label: str
+    ticks: tuple[tuple[float, str], ...]  # (x, label) on the value axis
+
+    @property
+    def width(self) -> int:
+        return WIDTH
+
+    @property
+    def height(self) -> int:
+        return HEIGHT
+
+
+def number(value: Any) -> float | None:
+    """A verdict's observed value as a number, or None (text, a list, a bool, absent)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    m = _NUMERIC_TEXT.match(str(value))
+    return float(m[1]) if m else None
+
+
+def bound(expected: Any) -> tuple[str, float] | None:
+    """`">= 360"` -> ('>=', 360.0); a plain number is an equality; None when not a bound."""
+    if isinstance(expected, bool) or expected is None:
+        return None
+    if isinstance(expected, int | float):
+        return "==", float(expected)
+    text = str(expected)
+    m = _NUMERIC_TEXT.match(text)
+    if m:
+        return "==", float(m[1])
+    m = _BOUND.match(text)
+    if not m:
+        return None
+    return m[1] or "==", float(m[2])
+
+
+def series(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[float], Any, str]]:
+    """Quantity name -> (values, expected, unit): one per check, ib_write_bw split by rail."""
+    out: dict[str, tuple[list[float], Any, str]] = {}
+    measured = [
+        (v, x)
+        for v in verdicts
+        if v["status"] in ("pass", "fail") and (x := number(v["observed"])) is not None
+    ]
+    limits: dict[str, set[str]] = {}
+    for v, _ in measured:
+        limits.setdefault(v["check"], set()).add(str(v["expected"]))
+    for v, x in measured:
+        name = v["check"]
+        rail = _RAIL.search(v.get("component") or "")
+        if name == "ib_pairs.rail.bandwidth" and rail:
+            name = f"{name} rail {int(rail[1]):02d}"
+        if len(limits[v["check"]]) > 1:  # one quantity per limit (hca.count: 8 IB, 1 storage)
+            name = f"{name} (expected {v['expected']})"
+        values, _, _ = out.setdefault(name, ([], v["expected"], v.get("unit") or ""))
+        values.append(x)
+    return out
+
+
+def _priority(name: str) -> tuple[int, str]:
+    for i, prefix in enumerate(FIRST):
+        if name.startswith(prefix):
+            return i, name
+    return len(FIRST), name
+
+
+def plots(verdicts: Sequence[Mapping[str, Any]]) -> list[Plot]:
+    """The report's histograms, the known quantities first, at most MAX_PLOTS."""
+    found = series(verdicts)
+    names = sorted(found, key=_priority)[:MAX_PLOTS]
+    return [histogram(n, *found[n]) for n in names]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.0f}" if x == int(x) and abs(x) < 1e9 else f"{x:.3g}"
+
+
+def histogram(title: str, values: list[float], expected: Any, unit: str) -> Plot:
+    """Bars over the value axis (one per distinct value when few), with the limit's line."""
+    lim = bound(expected)
+    limit = lim[1] if lim else None
+    lo, hi = min(values), max(values)
+    if limit is not None:
+        lo, hi = min(lo, limit), max(hi, limit)
+    distinct = sorted(set(values))
+    if len(distinct) <= MAX_BINS:
+        edges = [(v, v) for v in distinct]
+    else:
+        step = (hi - lo) / MAX_BINS
+        edges = [(lo + i * step, lo + (i + 1) * step) for i in range(MAX_BINS)]
+    counts = [0] * len(edges)
+    for x in values:
+        counts[_bin(x, edges)] += 1
+    span = (hi - lo) or 1.0
+    plot_w = WIDTH - 2 * PAD
+    slot = plot_w / len(edges) if len(distinct) <= MAX_BINS else plot_w / MAX_BINS
+
+    def xpos(x: float) -> float:
+        if len(distinct) <= MAX_BINS:  # categorical: one slot per value, limit between them
+            return PAD + slot * (sum(d < x for d in distinct) + (0.5 if x in distinct else 0))
+        return PAD + (x - lo) / span * plot_w
+
+    top = max(counts) or 1
+    bars = []
+    for i, ((a, b), c) in enumerate(zip(edges, counts, strict=True)):
+        h = (HEIGHT - 2 * PAD) * c / top
+        x = PAD + i * slot
+        label = _fmt(a) if a == b else f"{_fmt(a)}–{_fmt(b)}"
+        bars.append(Bar(round(x + 1, 1), round(HEIGHT - PAD - h, 1), round(slot - 2, 1),
+                        round(h, 1), c, label, _bad((a + b) / 2, lim)))  # fmt: skip
+    if len(distinct) <= MAX_BINS:  # a label under each bar, when there is room
+        step = max(1, round(len(edges) / 8))
+        ticks = tuple((b.x + b.w / 2, b.label) for b in bars[::step])
+    else:
+        ticks = ((PAD, _fmt(edges[0][0])), (WIDTH - PAD, _fmt(edges[-1][1])))
+    return Plot(
+        title,
+        unit,
+        len(values),
+        min(values),
+        statistics.median(values),
+        max(values),
+        tuple(bars),
+        limit,
+        round(xpos(limit), 1) if limit is not None else None,
+        f"{lim[0]} {_fmt(lim[1])}" if lim else "",
+        ticks,
+    )
+
+
+def _bin(x: float, edges: Sequence[tuple[float, float]]) -> int:
+    for i, (a, b) in enumerate(edges):
+        if a <= x <= b if a == b else a <= x < b:
+            return i
+    return len(edges) - 1
+
+
+def _bad(x: float, lim: tuple[str, float] | None) -> bool:
+    if lim is None:
+        return False
+    op, v = lim
+    return {
+        ">=": x < v,
+        ">": x <= v,
+        "<=": x > v,
+        "<": x >= v,
+        "==": x != v,
+    }[op]

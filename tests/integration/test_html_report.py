@@ -1,0 +1,114 @@
+"""report.html and the Allure results of a real run over a simulated fleet, the page opened in
+a real headless Chromium (Debian `chromium`, driven by Playwright): it loads with no console
+error, its counts equal admission.json, a rejected node's row links to its evidence.
+
+CI installs chromium (scripts/bootstrap): a missing browser fails these tests, never skips.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Run, base_model
+
+pytestmark = pytest.mark.integration
+
+FAULTS = {"gpu002": ["unreachable"], "gpu003": [{"gpu_pcie_x8": "5"}]}
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.fail("Debian chromium is needed (scripts/bootstrap installs it)")
+    return path
+
+
+def test_report_and_allure_of_one_run(sim_fleet: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet(base_model(4, racks={"nodes_per_rack": 2}, faults=FAULTS))
+    allure = tmp_path / "allure"
+    r = fleet.run("-m", "reach or pcie_gpu", f"--alluredir={allure}")
+    assert r.rc == 1, r.stdout[-3000:]
+    check_report_in_chromium(r)
+    check_allure(r, allure)
+
+
+def check_report_in_chromium(r: Run) -> None:
+    from playwright.sync_api import sync_playwright
+
+    doc = r.admission
+    page_file = r.run_dir / "report.html"
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.route("http*://**", lambda route: errors.append(route.request.url))
+            page.goto(page_file.as_uri(), wait_until="load")
+            counts = {
+                k: int(page.inner_text(f"#count-{k}")) for k in ("nodes", "admitted", "rejected")
+            }
+            rows = {
+                row.get_attribute("data-node"): (
+                    row.get_attribute("data-state"),
+                    row.locator("a.evidence").get_attribute("href")
+                    if row.locator("a.evidence").count()
+                    else None,
+                )
+                for row in page.locator("tr.node-row").all()
+            }
+            plots = page.locator("#distributions .plot h3").all_inner_texts()
+            limit_lines = page.locator("#distributions line.limit").count()
+            reason_links = page.locator("#node-gpu003 a.evidence").evaluate_all(
+                "links => links.map(a => a.getAttribute('href'))"
+            )
+            page.locator('tr[data-node="gpu003"] a.evidence').click()  # the row's link
+            page.wait_for_load_state("load")
+            evidence_text = page.inner_text("body")
+        finally:
+            browser.close()
+    assert errors == []  # no console error, no network request
+    assert counts == doc["summary"] == {"nodes": 4, "admitted": 2, "rejected": 2}
+    # Two racks of two, each with a rejected node: every node has a row.
+    assert rows == {
+        "gpu001": ("admitted", None),
+        "gpu002": ("rejected", "raw/gpu002/reach.json"),
+        "gpu003": ("rejected", "raw/gpu003/pcie_gpu.json#nvsmi"),
+        "gpu004": ("admitted", None),
+    }
+    assert reason_links == ["raw/gpu003/pcie_gpu.json#nvsmi", "raw/gpu003/pcie_gpu.json#lspci"]
+    assert json.loads(evidence_text)["node"] == "gpu003"
+    assert plots[:2] == ["pcie.gpu.width (lanes)", "pcie.gpu.gen (gen)"]
+    assert limit_lines == len(plots)
+
+
+def check_allure(r: Run, allure: Path) -> None:
+    """One result per node x stage, the evidence of a stage that failed attached once."""
+    results = [json.loads(p.read_text()) for p in sorted(allure.glob("*-result.json"))]
+    got = {x["name"]: (x["status"], [a["name"] for a in x.get("attachments", [])]) for x in results}
+    assert got == {
+        "gpu001 reach": ("passed", []),
+        "gpu001 pcie_gpu": ("passed", []),
+        "gpu002 reach": ("failed", ["raw/gpu002/reach.json"]),
+        "gpu002 pcie_gpu": ("skipped", []),
+        "gpu003 reach": ("passed", []),
+        "gpu003 pcie_gpu": ("failed", ["raw/gpu003/pcie_gpu.json"]),
+        "gpu004 reach": ("passed", []),
+        "gpu004 pcie_gpu": ("passed", []),
+    }
+    files = sorted(p.name for p in allure.iterdir())
+    attached = [a["source"] for x in results for a in x.get("attachments", [])]
+    assert len(files) == len(results) + len(attached) == 10  # nothing per item
+    gpu003 = next(x for x in results if x["name"] == "gpu003 pcie_gpu")
+    (width,) = [s for s in gpu003["steps"] if s["name"].startswith("pcie.gpu.width")]
+    assert width["name"] == "pcie.gpu.width: 7/8 passed"
+    assert [s["status"] for s in width["steps"]] == ["failed"]
+    assert ("host", "gpu003") in {(lab["name"], lab["value"]) for lab in gpu003["labels"]}
+    raw = json.loads((allure / gpu003["attachments"][0]["source"]).read_text())
+    assert raw == json.loads((r.run_dir / "raw" / "gpu003" / "pcie_gpu.json").read_text())

@@ -1,0 +1,138 @@
+"""report.html from admission.json and verdicts.json: self-contained, node text escaped, racks
+with nothing to show folded, distributions with the profile's limit (Chromium: integration)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from nodegate.html_report import write_report
+from nodegate.html_report.plots import bound, histogram, plots
+
+
+def verdict(check: str, node: str, status: str, observed: Any = None, **kw: Any) -> dict[str, Any]:
+    return {
+        "check": check,
+        "node": node,
+        "status": status,
+        "component": kw.get("component", ""),
+        "observed": observed,
+        "expected": kw.get("expected"),
+        "unit": kw.get("unit"),
+        "message": kw.get("message", f"{check} {status}"),
+        "remediation": None,
+        "evidence": kw.get("evidence", []),
+    }
+
+
+def admission(nodes: dict[str, tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+    rejected = sum(1 for _, rs in nodes.values() if rs)
+    return {
+        "schema_version": 1,
+        "run_id": "r1",
+        "started_at": "2026-01-01T00:00:00+00:00",
+        "finished_at": "2026-01-01T00:01:00+00:00",
+        "inventory": "inv.yaml",
+        "transport": "ssh",
+        "stages": ["ib_pairs"],
+        "checks": ["ib_pairs.rail.bandwidth"],
+        "summary": {"nodes": len(nodes), "admitted": len(nodes) - rejected, "rejected": rejected},
+        "nodes": {
+            n: {
+                "admitted": not rs,
+                "profile": "p",
+                "labels": {"rack": rack},
+                "checks_passed": 0 if rs else 1,
+                "checks_total": 1,
+                "reasons": [
+                    {k: v for k, v in r.items() if k != "node"} | {"status": r["status"]}
+                    for r in rs
+                ],
+            }
+            for n, (rack, rs) in nodes.items()
+        },
+    }
+
+
+BW = "ib_pairs.rail.bandwidth"
+EVIDENCE = "raw/n3/ib_pairs.json#r1-rail3-n3-to-n1"
+
+
+def run_dir(tmp_path: Path) -> Path:
+    slow = verdict(
+        BW, "n3", "fail", 231.6, component="mlx5_3 port 1 (rail 3)", expected=">= 360",
+        unit="Gb/s", message="231.6 Gb/s \x1b]0;owned\x07 <b>", evidence=[EVIDENCE],
+    )  # fmt: skip
+    good = [
+        verdict(
+            BW, n, "pass", 386.0, component="mlx5_3 port 1 (rail 3)", expected=">= 360", unit="Gb/s"
+        )  # fmt: skip
+        for n in ("n1", "n2", "n4")
+    ]
+    (tmp_path / "verdicts.json").write_text(json.dumps({"verdicts": [*good, slow]}))
+    doc = admission({"n1": ("r1", []), "n2": ("r1", []), "n3": ("r2", [slow]), "n4": ("r2", [])})
+    (tmp_path / "admission.json").write_text(json.dumps(doc))
+    return tmp_path
+
+
+def test_page_has_the_decision_heatmap_plots_and_evidence(tmp_path):
+    d = run_dir(tmp_path)
+    page = write_report(d, json.loads((d / "admission.json").read_text())).read_text()
+    assert re.findall(r'id="count-(\w+)">(\d+)<', page) == [
+        ("nodes", "4"),
+        ("admitted", "3"),
+        ("rejected", "1"),
+    ]
+    # rack r1 admitted whole: one line, no rows; rack r2 drawn node by node
+    assert re.findall(r'data-node="(\w+)" data-state="(\w+)"', page) == [
+        ("n3", "rejected"),
+        ("n4", "admitted"),
+    ]
+    assert "all admitted, every check passed" in page
+    assert f'<a class="evidence" href="{EVIDENCE}">evidence</a>' in page
+    # node text: control characters escaped, then HTML entities; nothing runs, nothing loads
+    assert "231.6 Gb/s \\x1b]0;owned\\x07 &lt;b&gt;" in page
+    assert "\x1b" not in page and "<script" not in page and "http" not in page
+    assert re.findall(r"<h3>([^<]+)</h3>", page)[:1] == ["ib_pairs.rail.bandwidth rail 03 (Gb/s)"]
+    assert page.count('class="limit"') == 1
+
+
+def test_limits_are_read_from_expected():
+    assert [bound(x) for x in (">= 360", "<= 0", 16, "x16", "ok", None, True)] == [
+        (">=", 360.0),
+        ("<=", 0.0),
+        ("==", 16.0),
+        ("==", 16.0),
+        None,
+        None,
+        None,
+    ]
+
+
+def test_histogram_marks_the_bars_beyond_the_floor():
+    values = [386.0] * 30 + [231.6] + [float(x) for x in range(300, 330)]  # many distinct
+    p = histogram("bw", values, ">= 360", "Gb/s")
+    assert (p.n, p.low, p.high, p.limit, p.limit_label) == (61, 231.6, 386.0, 360.0, ">= 360")
+    bad = {b.label for b in p.bars if b.bad and b.count}
+    assert bad and all(float(label.split("–")[1]) <= 360 for label in bad)
+    assert sum(b.count for b in p.bars) == 61
+    assert p.limit_x is not None and 24 < p.limit_x < 296
+
+
+def test_plots_split_bandwidth_by_rail_and_quantities_by_limit():
+    vs = [
+        verdict(BW, "n1", "pass", 386.0, component="mlx5_0 port 1 (rail 0)", expected=">= 360"),
+        verdict(BW, "n1", "pass", 380.0, component="mlx5_1 port 1 (rail 1)", expected=">= 360"),
+        verdict("hca.count", "n1", "pass", 8, expected=8),
+        verdict("hca.count", "n1", "pass", 1, expected=1),
+        verdict("reach.kernel.version", "n1", "pass", "5.15.0"),  # text: not plotted
+        verdict("gpu.count", "n2", "error", None),  # not measured: not plotted
+    ]
+    assert [p.title for p in plots(vs)] == [
+        "ib_pairs.rail.bandwidth rail 00",
+        "ib_pairs.rail.bandwidth rail 01",
+        "hca.count (expected 1)",
+        "hca.count (expected 8)",
+    ]
