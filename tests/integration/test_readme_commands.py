@@ -74,6 +74,14 @@ PLAN: dict[str, Step] = {
     ".venv/bin/pytest suites --inventory inv.yaml --nodes 'gpu[001-016]' -m reach": Step(
         "", 1, "nodegate run "
     ),
+    ".venv/bin/pytest suites --inventory inv.yaml --save-baseline baselines/fleet-a": Step(
+        "--nodes 'gpu[001-002,004]'", 0, "baseline saved: baselines/fleet-a/baseline.json",
+        "three healthy nodes: every stage in seconds",
+    ),
+    ".venv/bin/pytest suites --inventory inv.yaml --compare-to baselines/fleet-a": Step(
+        "--nodes 'gpu[001-002,004]'", 0, "3 nodes, 0 changes, no regression",
+        "the same three nodes, compared with the baseline the command before saved",
+    ),
     ".venv/bin/nodegate capture --inventory inv.yaml --nodes gpu017 --stages reach "
     "--out bundle/": Step("", 0, "gpu017 reach: ok 4 commands "),
     ".venv/bin/pytest suites --inventory inv.yaml --transport replay --replay bundle/": Step(
