@@ -96,7 +96,7 @@ PLAN: dict[str, Step] = {
         "--collect-only -q", 0, "", "real nodes: collected, not connected to"
     ),
     ".venv/bin/nodegate run --inventory hosts.ini --nodes @rack02 -m reach --collect-only -q": (
-        Step("", 0, "64/336 tests collected (272 deselected)")
+        Step("", 0, "64/520 tests collected (456 deselected)")
     ),
     ".venv/bin/python -m pytest tests/unit -q": Step(
         "--collect-only", 0, "", "collects: the suite does not recurse"
