@@ -51,6 +51,8 @@ def test_one_slow_node_of_16_only_it_fails_the_whole_set():
     v = judged(play(nodes, bad_nodes(["gpu0007"])))
     assert statuses(v[WHOLE]) == only(nodes, {"gpu0007": Status.FAIL})
     assert statuses(v[LOCALIZED]) == only(nodes, {"gpu0007": Status.FAIL})
+    named = v[LOCALIZED]["gpu0007"]
+    assert (named.observed, named.expected) == (150.0, ">= 340")
     bad = v[WHOLE]["gpu0007"]
     assert bad.observed == 150.0 and bad.message.startswith(
         "whole-16 (round 2): 150 GB/s, avg 150; localized: gpu0007; this node fails with good "
@@ -89,7 +91,7 @@ def test_a_hang_is_the_named_node_s_error_the_others_pass():
     v = judged(play(nodes, erring_nodes(["gpu0003"], HANG)))
     assert statuses(v[WHOLE]) == only(nodes, {"gpu0003": Status.ERROR})
     assert statuses(v[LOCALIZED]) == only(nodes, {"gpu0003": Status.ERROR})
-    assert v[WHOLE]["gpu0003"].observed is None
+    assert v[WHOLE]["gpu0003"].observed is None and v[LOCALIZED]["gpu0003"].observed is None
     assert v[WHOLE]["gpu0003"].message.startswith(f"whole-8 (round 2): {HANG}; localized: gpu0003")
     assert v[WHOLE]["gpu0001"].message.startswith(
         f"whole-set job failed (whole-8 (round 2): {HANG}); localized: gpu0003; this node cleared "

@@ -207,9 +207,12 @@ class Judge:
         if st == "blamed":
             fails = self.loc.pair_failures(node)
             msg = f"fails with two good partners: {'; '.join(self.describe(r) for r in fails)}"
-            return Verdict(LOCALIZED, node, self.status(fails), "node", message=msg,
-                           remediation="drain the node; check its GPUs, NVLink, HCAs and cables",
-                           evidence=ev)  # fmt: skip
+            measured = [b for r in fails if (b := self._reading(r).busbw) is not None]
+            pair_floor = self.prof.floors(2).busbw.expected()
+            return Verdict(LOCALIZED, node, self.status(fails), "node",
+                           max(measured) if measured else None, pair_floor,
+                           UNIT, msg, "drain the node; check its GPUs, NVLink, HCAs and cables",
+                           ev)  # fmt: skip
         if st == "group":
             group = self.loc.smallest_failing() or ()
             msg = (
