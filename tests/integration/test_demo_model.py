@@ -3,6 +3,8 @@ exactly its node, for its reason; every other node is admitted."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -18,6 +20,7 @@ EXPECTED = {
     "gpu013": "hca.firmware.version",  # old HCA firmware
     "gpu014": "gpu.xid",  # Xid 79
     "gpu017": "reach.kernel.uniform",  # kernel off the fleet majority
+    "gpu018": "nccl.localized",  # slow in NCCL jobs: named by localization
     "gpu020": "reach.os.release",  # garbage output
     "gpu021": "hca.counters.errors",  # symbol errors climb
     "gpu022": "gpu.remap",  # remap pending
@@ -39,3 +42,18 @@ def test_demo_fleet_rejects_exactly_its_faults(sim_fleet):
     slow = [r for r in rejected["gpu026"] if r["check"] == "ib_pairs.rail.bandwidth"]
     assert [r["component"] for r in slow] == ["mlx5_3 port 1 (rail 3)"]
     assert len(run.admitted()) == 32 - len(EXPECTED)
+    # nccl: the whole-set job fails, localization names gpu018 in three rounds after it; the
+    # nodes it cleared pass the whole-set check, gpu018 fails it and localization
+    assert {(r["check"], r["status"]) for r in rejected["gpu018"]} == {
+        ("nccl.whole.busbw", "fail"),
+        ("nccl.localized", "fail"),
+    }
+    loc = json.loads((run.run_dir / "nccl" / "localization-generic-hgx-h100.json").read_text())
+    assert loc["named"] == ["gpu018"] and loc["rounds_used"] == 3
+    assert loc["whole_set"]["passed"] is False
+    whole = {
+        v["node"]: v["status"]
+        for v in run.verdicts["verdicts"]
+        if v["check"] == "nccl.whole.busbw" and v["status"] != "skip"
+    }
+    assert whole == {n: "fail" if n == "gpu018" else "pass" for n in [*run.admitted(), "gpu018"]}

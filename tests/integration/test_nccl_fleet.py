@@ -39,6 +39,8 @@ def write_profile(
         "name": PROFILE,
         "description": "generic-hgx-h100 with 2 GPUs per node for the simulated fleet",
         "extends": "generic-hgx-h100",
+        # `-m nccl` runs only this stage: the policy is the stage, so admitted means admitted
+        "admission": {"require": {"stages": ["nccl"]}},
         "nccl": {
             "launcher": launcher,
             "ranks_per_node": ranks,
@@ -75,18 +77,42 @@ def verdicts(run, check: str) -> dict[str, dict[str, Any]]:
     return {v["node"]: v for v in run.verdicts["verdicts"] if v["check"] == check}
 
 
+def statuses(run, check: str) -> dict[str, str]:
+    return {n: v["status"] for n, v in verdicts(run, check).items()}
+
+
+def nodes(n: int, *but: str) -> list[str]:
+    return [x for x in (f"gpu{i:03d}" for i in range(1, n + 1)) if x not in but]
+
+
+def only(n: int, bad: dict[str, str], rest: str = "pass") -> dict[str, str]:
+    """Every node of gpu[001-n] `rest`, the `bad` ones as given."""
+    return {x: bad.get(x, rest) for x in nodes(n)}
+
+
 def assert_clean(run, n: int) -> None:
     cleanup = verdicts(run, "nccl.cleanup")
     assert len(cleanup) == n and {v["status"] for v in cleanup.values()} == {"pass"}
+
+
+CHECKS = ("nccl.single_node.busbw", "nccl.whole.busbw", "nccl.localized")
+
+
+def assert_only(run, n: int, bad: dict[str, dict[str, str]]) -> None:
+    """Exact per-node statuses of every nccl check: `bad` {check: {node: status}}, the rest
+    pass; admitted: exactly the nodes every check passed."""
+    for check in CHECKS:
+        assert statuses(run, check) == only(n, bad.get(check, {})), check
+    rejected = {x for b in bad.values() for x, st in b.items() if st != "pass"}
+    assert sorted(run.admitted()) == nodes(n, *rejected)
 
 
 def test_healthy_fleet_passes(sim_fleet):
     fleet = sim_fleet(nccl_model(16))
     run = run_nccl(fleet)
     assert run.rc == 0, run.stdout
-    assert len(run.admitted()) == 16
+    assert_only(run, 16, {})
     whole = verdicts(run, "nccl.whole.busbw")
-    assert {v["status"] for v in whole.values()} == {"pass"}
     assert whole["gpu001"]["observed"] == pytest.approx(359.76, abs=0.05)
     assert whole["gpu001"]["expected"] == ">= 340"
     plan = doc(run, "plan")
@@ -103,15 +129,37 @@ def test_one_slow_node_of_16_is_named(sim_fleet):
     loc = doc(run, "localization")
     assert loc["named"] == ["gpu007"] and loc["rounds_used"] == 3
     assert loc["not_confirmed"] == [] and loc["fault_needs_group"] is None
-    localized = verdicts(run, "nccl.localized")
-    assert sorted(n for n, v in localized.items() if v["status"] != "pass") == ["gpu007"]
-    bad = localized["gpu007"]
-    assert bad["status"] == "fail" and "fails with two good partners" in bad["message"]
-    # every node of the failed whole-set job is rejected, the culprit named in each reason
+    # the culprit fails the whole set and localization; every node it cleared passes
+    fail = {"gpu007": "fail"}
+    assert_only(run, 16, {"nccl.whole.busbw": fail, "nccl.localized": fail})
+    bad = verdicts(run, "nccl.localized")["gpu007"]
+    assert "fails with two good partners" in bad["message"]
     whole = verdicts(run, "nccl.whole.busbw")
-    assert {v["status"] for v in whole.values()} == {"fail"}
-    assert "localized: gpu007" in whole["gpu001"]["message"]
-    assert whole["gpu001"]["observed"] == pytest.approx(218.27, abs=0.05)
+    assert whole["gpu007"]["observed"] == pytest.approx(218.27, abs=0.05)
+    method = (
+        " [all_reduce_perf 1048576-268435456 B x4, 2 ranks/node via mpirun, judged at "
+        "268435456 B; floor busbw >= 340 GB/s, avg >= 190]"
+    )
+    assert whole["gpu007"]["message"] == (
+        "whole-16 (round 2): 218.27 GB/s, avg 149.573; localized: gpu007; this node fails "
+        "with good partners: pair-gpu007-gpu001 (round 4): 217.21 GB/s, avg 142.155; "
+        "pair-gpu007-gpu002 (round 5): 217.21 GB/s, avg 142.155" + method
+    )
+    assert whole["gpu007"]["evidence"] == [
+        "raw/gpu001/nccl.json#r2-whole-16",
+        "raw/gpu007/nccl.json#r4-pair-gpu007-gpu001",
+        "raw/gpu007/nccl.json#r5-pair-gpu007-gpu002",
+    ]
+    good = whole["gpu001"]
+    assert good["observed"] == pytest.approx(356.88, abs=0.05) and good["expected"] == ">= 340"
+    assert good["message"] == (
+        "whole-set job failed (whole-16 (round 2): 218.27 GB/s, avg 149.573); localized: "
+        "gpu007; this node cleared by group-gpu001-2 (round 3): 356.88 GB/s, avg 211.67" + method
+    )
+    assert good["evidence"] == [
+        "raw/gpu001/nccl.json#r2-whole-16",
+        "raw/gpu001/nccl.json#r3-group-gpu001-2",
+    ]
     # the plan of every round is written, round 3 on: disjoint jobs
     plan = doc(run, "plan")
     for rnd in plan["rounds"][2:]:
@@ -133,11 +181,9 @@ def test_two_slow_nodes_of_64_are_named(sim_fleet):
         n: v["message"] for n, v in verdicts(run, "nccl.localized").items() if v["status"] != "pass"
     }
     assert loc["named"] == ["gpu013", "gpu050"] and loc["rounds_used"] == 3, why
-    localized = verdicts(run, "nccl.localized")
-    assert sorted(n for n, v in localized.items() if v["status"] != "pass") == [
-        "gpu013",
-        "gpu050",
-    ]
+    assert loc["not_confirmed"] == [] and loc["fault_needs_group"] is None
+    fail = {"gpu013": "fail", "gpu050": "fail"}
+    assert_only(run, 64, {"nccl.whole.busbw": fail, "nccl.localized": fail})
     assert_clean(run, 64)
 
 
@@ -146,11 +192,14 @@ def test_hung_rank_ends_at_the_deadline_every_rank_killed(sim_fleet):
     fleet = sim_fleet(nccl_model(8, {"gpu003": [{"nccl_hang": "multi"}]}))
     run = run_nccl(fleet, job_timeout_s=10)
     assert run.rc == 1, run.stdout
-    assert run.admitted() == []  # every node of the hung whole-set job
-    whole = verdicts(run, "nccl.whole.busbw")
-    assert {v["status"] for v in whole.values()} == {"error"}
-    assert "job did not finish within 10 s: every rank killed" in whole["gpu001"]["message"]
     assert doc(run, "localization")["named"] == ["gpu003"]
+    # the hung whole-set job is an ERROR for gpu003; the nodes localization cleared pass
+    err = {"gpu003": "error"}
+    assert_only(run, 8, {"nccl.whole.busbw": err, "nccl.localized": err})
+    whole = verdicts(run, "nccl.whole.busbw")
+    msg = "whole-8 (round 2): job did not finish within 10 s: every rank killed"
+    assert whole["gpu003"]["message"].startswith(msg + "; localized: gpu003")
+    assert whole["gpu001"]["message"].startswith(f"whole-set job failed ({msg}); localized")
     assert_clean(run, 8)  # nothing left on any node: the hung ranks were killed
 
 
@@ -159,13 +208,13 @@ def test_ib_error_in_the_whole_set_is_an_error_and_names_the_node(sim_fleet):
     fleet = sim_fleet(nccl_model(8, {"gpu005": ["nccl_ib_error"]}))
     run = run_nccl(fleet, job_timeout_s=20)
     assert run.rc == 1, run.stdout
-    assert run.admitted() == []
     loc = doc(run, "localization")
     assert loc["named"] == ["gpu005"]
+    err = {"gpu005": "error"}
+    assert_only(run, 8, {"nccl.whole.busbw": err, "nccl.localized": err})
     v = verdicts(run, "nccl.localized")["gpu005"]
-    assert v["status"] == "error" and "IB completion error status 12" in v["message"]
-    whole = verdicts(run, "nccl.whole.busbw")
-    assert {w["status"] for w in whole.values()} == {"error"}
+    assert "IB completion error status 12" in v["message"] and v["observed"] is None
+    assert "IB completion error status 12" in verdicts(run, "nccl.whole.busbw")["gpu005"]["message"]
     assert_clean(run, 8)
 
 
@@ -179,18 +228,16 @@ def test_nccl_errors_are_errors_and_wrong_data_fails(sim_fleet):
     fleet = sim_fleet(nccl_model(12, faults))
     run = run_nccl(fleet)
     assert run.rc == 1, run.stdout
-    single = verdicts(run, "nccl.single_node.busbw")
-    bad = {n: v["status"] for n, v in single.items() if v["status"] != "pass"}
-    assert bad == {"gpu002": "error", "gpu004": "error", "gpu006": "fail", "gpu009": "fail"}
-    assert "NCCL WARN Cuda failure 'an illegal memory access" in single["gpu002"]["message"]
-    assert "wrong data" in single["gpu006"]["message"]
-    assert single["gpu009"]["observed"] == pytest.approx(375.93, abs=0.05)
-    # the other eight form the whole set and pass it
-    whole = verdicts(run, "nccl.whole.busbw")
-    assert whole["gpu001"]["status"] == "pass", whole["gpu001"]
-    assert sorted(n for n, v in whole.items() if v["status"] == "pass") == [
-        n for n in (f"gpu{i:03d}" for i in range(1, 13)) if n not in faults
-    ]
+    # the other eight form the whole set and pass it; the four stay out of it
+    out = dict.fromkeys(faults, "skip")
+    single = {"gpu002": "error", "gpu004": "error", "gpu006": "fail", "gpu009": "fail"}
+    assert_only(
+        run, 12, {"nccl.single_node.busbw": single, "nccl.whole.busbw": out, "nccl.localized": out}
+    )
+    single_v = verdicts(run, "nccl.single_node.busbw")
+    assert "NCCL WARN Cuda failure 'an illegal memory access" in single_v["gpu002"]["message"]
+    assert "wrong data" in single_v["gpu006"]["message"]
+    assert single_v["gpu009"]["observed"] == pytest.approx(375.93, abs=0.05)
     assert sorted(run.rejected()) == sorted(faults)
     assert_clean(run, 12)
 
@@ -201,8 +248,8 @@ def test_srun_healthy_fleet_passes_and_slow_node_is_named(sim_fleet):
     assert run.rc == 1, run.stdout
     loc = doc(run, "localization")
     assert loc["named"] == ["gpu006"] and loc["rounds_used"] == 3, loc
-    single = verdicts(run, "nccl.single_node.busbw")
-    assert {v["status"] for v in single.values()} == {"pass"}
+    fail = {"gpu006": "fail"}
+    assert_only(run, 8, {"nccl.whole.busbw": fail, "nccl.localized": fail})
     launcher = doc(run, "plan")["launcher"]
     assert launcher == "srun"
     assert_clean(run, 8)

@@ -111,7 +111,22 @@ for ng_a in "$@"; do
   set -- "$@" "$ng_a"
 done
 shift "$ng_n"
-exec /usr/bin/mpirun "$@"
+# Each node has its own /tmp, where Open MPI keeps its session directory (ompi.<host>.<uid>/
+# jf.<job family>); the simulated nodes share this machine's /tmp and hostname, so every
+# daemon of a job would race to create, fill and remove one directory (mkdir "File exists",
+# a crash writing the hwloc topology there): a job failing only under load. Each node's
+# mpirun and orted keep theirs in the node's own temporary directory; --noprefix starts the
+# remote daemons as `orted` (the node's, below), not /usr/bin/orted.
+TMPDIR=/tmp/nodegate-sim-${NG_NODE##*/}
+mkdir -p "$TMPDIR" && export TMPDIR
+exec /usr/bin/mpirun --noprefix "$@"
+"""
+ORTED = """#!/bin/sh
+# Open MPI's daemon on this node, started by mpirun over SSH: the node's own temporary
+# directory (see the node's mpirun).
+TMPDIR=/tmp/nodegate-sim-${NG_NODE##*/}
+mkdir -p "$TMPDIR" && export TMPDIR
+exec /usr/bin/orted "$@"
 """
 
 
@@ -124,6 +139,7 @@ def scripts(node: SimNode) -> dict[str, str]:
         ),
         "ssh": SSH,
         "mpirun": MPIRUN,
+        "orted": ORTED,
     }
 
 

@@ -4,6 +4,7 @@ from what the jobs and the localization learnt."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from ClusterShell.NodeSet import NodeSet
 
@@ -79,14 +80,21 @@ class Judge:
         return self.readings.get(o.test) or JobReading(None, None, o.error)
 
     def _verdict(
-        self, check: str, node: str, o: NcclOutcome, component: str, note: str = ""
+        self,
+        check: str,
+        node: str,
+        o: NcclOutcome,
+        component: str,
+        note: str = "",
+        status: Status | None = None,
     ) -> Verdict:
         floors = self.prof.floors(len(o.test.nodes))
-        status = Status.PASS if o.passed else self.status([o])
+        if status is None:
+            status = Status.PASS if o.passed else self.status([o])
         if o.lost_why(node) is not None:
             status = Status.ERROR
         msg = f"{self.describe(o)}{note} [{self.prof.describe(len(o.test.nodes))}]"
-        hint = None if o.passed else _hint(check, status)
+        hint = None if status is Status.PASS else _hint(check, status)
         return Verdict(
             check, node, status, component, self._reading(o).busbw, floors.busbw.expected(),
             UNIT, msg, hint, self.refs(o, node),
@@ -99,6 +107,9 @@ class Judge:
         return self._verdict(SINGLE, node, o, f"node ({self.prof.ranks_per_node} ranks)")
 
     def whole(self, node: str) -> Verdict:
+        """The whole-set job's verdict on `node`. When the job failed, localization decides:
+        a node it cleared passes (the fault lies with the nodes it named), a named node fails
+        (or errs) as its own jobs did, every node of a fault that needs a group fails."""
         o = self.loc.whole()
         floor = self.prof.floors(2).busbw.expected()
         if o is None or node not in o.test.nodes:
@@ -109,8 +120,53 @@ class Judge:
             why = "whole-set job not run: fewer than two nodes passed their single-node job"
             return Verdict(WHOLE, node, Status.ERROR, "job", None, floor, UNIT, why)
         comp = f"whole set ({len(o.test.nodes)} nodes)"
-        note = "" if o.passed else f"; {self.named()}"
-        return self._verdict(WHOLE, node, o, comp, note)
+        if o.passed:
+            return self._verdict(WHOLE, node, o, comp)
+        st = self.loc.status(node)
+        if st == "cleared":
+            return self._cleared(node, o, comp)
+        note, status = f"; {self.named()}", None
+        also: tuple[str, ...] = ()
+        if st == "blamed":
+            fails = self.loc.pair_failures(node)
+            status = self.status(fails)
+            note += f"; this node fails with good partners: {self._history(fails)}"
+            also = tuple(ref for r in fails for ref in self.refs(r, node))
+        elif st == "group":  # named() says which group
+            status = self.status(self._unexplained(node) or [o])
+        elif st == "lost":
+            status, note = Status.ERROR, f"{note}; this node: {self.loc.down[node]}"
+        # A suspect localization did not clear: as the whole-set job says.
+        v = self._verdict(WHOLE, node, o, comp, note, status)
+        return replace(v, evidence=v.evidence + also)
+
+    def _unexplained(self, node: str) -> list[NcclOutcome]:
+        """The failed jobs holding `node` that no named, suspected or lost node explains."""
+        groups = self.loc.unexplained()
+        return [r for r in self.loc.results if not r.passed and r.test.nodes in groups
+                and node in r.test.nodes]  # fmt: skip
+
+    def _history(self, outcomes: Sequence[NcclOutcome]) -> str:
+        return "; ".join(self.describe(r) for r in outcomes)
+
+    def _cleared(self, node: str, whole: NcclOutcome, comp: str) -> Verdict:
+        """PASS for a node a localization job cleared: the whole-set job failed, the nodes
+        named explain it, and the node reached the floor of a smaller job."""
+        ok = next(
+            r
+            for r in self.loc.of_phase("group", "pair", "half")
+            if r.passed and node in r.test.nodes
+        )
+        floors = self.prof.floors(len(ok.test.nodes))
+        msg = (
+            f"whole-set job failed ({self.describe(whole)}); {self.named()}; this node cleared "
+            f"by {self.describe(ok)} [{self.prof.describe(len(ok.test.nodes))}]"
+        )
+        ev = self.refs(whole, node) + self.refs(ok, node)
+        return Verdict(
+            WHOLE, node, Status.PASS, comp, self._reading(ok).busbw, floors.busbw.expected(),
+            UNIT, msg, None, ev,
+        )  # fmt: skip
 
     def named(self) -> str:
         """What localization concluded, for the whole-set verdict of every node."""
@@ -122,8 +178,11 @@ class Judge:
         suspects = self.loc.suspects()
         if suspects:
             parts.append(f"not confirmed: {NodeSet.fromlist(suspects)}")
-        if group is not None and not blamed:
-            parts.append(f"fault needs a group of {len(group)}: {NodeSet.fromlist(group)}")
+        if group is not None:
+            parts.append(
+                f"the fault needs a group of {len(group)} nodes, no single node to blame "
+                f"(smallest failing: {NodeSet.fromlist(list(group))})"
+            )
         if self.loc.down:
             parts.append(f"lost: {NodeSet.fromlist(sorted(self.loc.down))}")
         return "; ".join(parts) or "nothing localized"
@@ -148,16 +207,20 @@ class Judge:
         if st == "blamed":
             fails = self.loc.pair_failures(node)
             msg = f"fails with two good partners: {'; '.join(self.describe(r) for r in fails)}"
-            return Verdict(LOCALIZED, node, self.status(fails), "node", message=msg,
-                           remediation="drain the node; check its GPUs, NVLink, HCAs and cables",
-                           evidence=ev)  # fmt: skip
+            measured = [b for r in fails if (b := self._reading(r).busbw) is not None]
+            pair_floor = self.prof.floors(2).busbw.expected()
+            return Verdict(LOCALIZED, node, self.status(fails), "node",
+                           max(measured) if measured else None, pair_floor,
+                           UNIT, msg, "drain the node; check its GPUs, NVLink, HCAs and cables",
+                           ev)  # fmt: skip
         if st == "group":
             group = self.loc.smallest_failing() or ()
             msg = (
-                f"the fault needs a group of {len(group)} nodes (smallest failing: "
-                f"{NodeSet.fromlist(list(group))}); every smaller job passed: {history}"
+                f"the fault needs a group of {len(group)} nodes, no single node to blame "
+                f"(smallest failing: {NodeSet.fromlist(list(group))}); this node: {history}"
             )
-            return Verdict(LOCALIZED, node, Status.FAIL, "node", message=msg,
+            status = self.status(self._unexplained(node))
+            return Verdict(LOCALIZED, node, status, "node", message=msg,
                            remediation="check the fabric between these nodes (switches, "
                            "routing, adaptive routing, SHARP)", evidence=ev)  # fmt: skip
         seen = [r for r in self.loc.results if node in r.test.nodes and not r.passed]

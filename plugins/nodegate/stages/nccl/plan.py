@@ -166,16 +166,25 @@ class Localization:
         return got
 
     def _smallest_failing(self) -> tuple[str, ...] | None:
-        suspects, blamed = set(self.suspects()), self.blamed()
-        explained = suspects | blamed | self.down.keys()
-        failing = [
-            r.test.nodes
-            for r in self.of_phase("whole", "group", "half")
-            if not r.passed and self.judged(r) and not explained & set(r.test.nodes)
-        ]
+        failing = self.unexplained()
         return min(failing, key=len) if failing else None
 
+    def unexplained(self) -> list[tuple[str, ...]]:
+        """The nodes of every judged job over several nodes that failed holding no node named,
+        suspected or lost: a fault no single node explains."""
+        if "unexplained" not in self._memo:
+            explained = set(self.suspects()) | self.blamed() | self.down.keys()
+            self._memo["unexplained"] = [
+                r.test.nodes
+                for r in self.of_phase("whole", "group", "half")
+                if not r.passed and self.judged(r) and not explained & set(r.test.nodes)
+            ]
+        got: list[tuple[str, ...]] = self._memo["unexplained"]
+        return got
+
     def status(self, node: str) -> Status:
+        """`cleared`: the node passed a localization job and every failed job it was in holds
+        a node named, suspected or lost; `group`: it was in a failed job that none explains."""
         whole = self.whole()
         if node in self.down:
             return "lost"
@@ -187,8 +196,7 @@ class Localization:
             return "blamed"
         if node in self.suspects():
             return "suspect"
-        group = self.smallest_failing()
-        if group is not None and node in group:
+        if any(node in group for group in self.unexplained()):
             return "group"
         if node in self.good():
             return "cleared"

@@ -1,7 +1,8 @@
 """Play the nccl localizer against made-up outcomes (no launcher): for unit tests and bench/.
 
 `play(nodes, judge)` runs the localizer's rounds, asking `judge(job)` whether each job
-passes, as the skeleton would after running it.
+passes (True), fails at a value (False) or ends in a tool error (its text), as the skeleton
+would after running it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class Played:
 
 def play(
     nodes: Sequence[str],
-    judge: Callable[[NcclJob], bool],
+    judge: Callable[[NcclJob], bool | str],
     leaf: Mapping[str, str] | None = None,
     **options: int,
 ) -> Played:
@@ -41,8 +42,11 @@ def play(
         rnd = pending.pop(0)
         rounds.append((rnd.id.label, len(rnd.tests)))
         for job in rnd.tests:
-            ok = judge(job)
-            loc.add(Outcome(job, rnd.id, ok, 300.0 if ok else 150.0))
+            got = judge(job)
+            if isinstance(got, str):  # a tool error (a hang, an NCCL error): nothing measured
+                loc.add(Outcome(job, rnd.id, False, None, got))
+            else:
+                loc.add(Outcome(job, rnd.id, got, 300.0 if got else 150.0))
         if not pending:
             nxt = loc.next_round()
             if nxt is not None:
@@ -59,6 +63,11 @@ def bad_nodes(bad: Collection[str], single_bad: Collection[str] = ()) -> Callabl
         return not set(job.nodes) & set(bad)
 
     return judge
+
+
+def erring_nodes(bad: Collection[str], error: str) -> Callable[[NcclJob], bool | str]:
+    """A job over several nodes ends in `error` when it holds a bad node (a hang, IB error)."""
+    return lambda job: error if len(job.nodes) > 1 and set(job.nodes) & set(bad) else True
 
 
 def needs_nodes(least: int) -> Callable[[NcclJob], bool]:
