@@ -119,7 +119,7 @@ class Judge:
                 return Verdict(WHOLE, node, Status.SKIP, "job", None, floor, UNIT, why)
             why = "whole-set job not run: fewer than two nodes passed their single-node job"
             return Verdict(WHOLE, node, Status.ERROR, "job", None, floor, UNIT, why)
-        comp = f"whole set ({len(o.test.nodes)} nodes)"
+        comp = "whole set"  # the same part in every run (A/B); the job's size is in the message
         if o.passed:
             return self._verdict(WHOLE, node, o, comp)
         st = self.loc.status(node)
