@@ -75,11 +75,15 @@ PLAN: dict[str, Step] = {
         "", 1, "nodegate run "
     ),
     ".venv/bin/pytest suites --inventory inv.yaml --save-baseline baselines/fleet-a": Step(
-        "--nodes 'gpu[001-002,004]'", 0, "baseline saved: baselines/fleet-a/baseline.json",
+        "--nodes 'gpu[001-002,004]'",
+        0,
+        "baseline saved: baselines/fleet-a/baseline.json",
         "three healthy nodes: every stage in seconds",
     ),
     ".venv/bin/pytest suites --inventory inv.yaml --compare-to baselines/fleet-a": Step(
-        "--nodes 'gpu[001-002,004]'", 0, "3 nodes, 0 changes, no regression",
+        "--nodes 'gpu[001-002,004]'",
+        0,
+        "3 nodes, 0 changes, no regression",
         "the same three nodes, compared with the baseline the command before saved",
     ),
     ".venv/bin/nodegate capture --inventory inv.yaml --nodes gpu017 --stages reach "
