@@ -152,7 +152,8 @@ def test_host_key_alias_is_honoured_and_a_changed_key_never_accepted(sim_fleet, 
     aliased = "".join(f"{n}.hosts.example {k}\n" for n, k in keys.items())
     inv, kh = _inventory_with(fleet, tmp_path, cfg, aliased, "alias")
     strict = fleet.run("-m", "reach", inventory=inv)
-    assert strict.rc == 0, strict.stdout
+    # A -m reach run rejects nobody here: exit 6, its nodes not qualified (a diagnostic run).
+    assert (strict.rc, strict.rejected()) == (6, {}), strict.stdout
     imposter = (root / "keys" / "imposter.pub").read_text().split()[:2]
     # (one sshd serves 16 nodes with one host key: change only gpu002's line)
     changed = aliased.replace(f"gpu002.hosts.example {keys['gpu002']}",
@@ -171,10 +172,10 @@ def test_hash_known_hosts_writes_hashed_names_that_verify(sim_fleet, tmp_path):
         .replace("Host *\n", "Host *\n  HashKnownHosts yes\n")
     )
     inv, kh = _inventory_with(fleet, tmp_path, cfg, "", "hashed")
-    assert fleet.run("-m", "reach", "--accept-new-hostkeys", inventory=inv).rc == 0
+    assert fleet.run("-m", "reach", "--accept-new-hostkeys", inventory=inv).rc == 6  # none rejected
     lines = kh.read_text().splitlines()
     assert len(lines) == 2 and all(line.startswith("|1|") for line in lines)
-    assert fleet.run("-m", "reach", inventory=inv).rc == 0  # strict: the hashed entries match
+    assert fleet.run("-m", "reach", inventory=inv).rc == 6  # strict: the hashed entries match
 
 
 def test_dead_jump_host_is_named_once(sim_fleet, tmp_path):
