@@ -60,10 +60,14 @@ def test_srun_runs_each_task_on_its_node_and_scontrol_drains(sim_fleet) -> None:
     fleet.slurm.wait_idle()  # `idle*` until the controller's next ping of the resumed node
     assert _slurm(fleet, "sinfo", "-h", "-N", "-n", "gpu002", "-o", "%t").strip() == "idle"
 
+    # slurmstepd's sockets fit a Unix socket path however deep the fleet's directory is.
+    spool = (fleet.fleet.root / "slurm" / "spool").readlink()
+    assert spool.parent == Path("/tmp") and spool.name.startswith("ngs-")
     pids = fleet.slurm.running_pids()
     assert len(pids) == 1 + 1 + 3  # munged, slurmctld, three slurmd
     assert fleet.slurm.stop() == 5
     assert not [p for p in pids if pid_alive(p)]
+    assert not spool.exists()
 
 
 def test_cli_sim_up_slurm_and_stop(tmp_path: Path, sshd_available: None) -> None:

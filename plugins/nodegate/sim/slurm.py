@@ -10,7 +10,8 @@ Layout of `<fleet>/slurm/`:
   slurm.conf, env.sh         the cluster's configuration; `. env.sh` sets SLURM_CONF
   munge.key, munge.sock*     the private munge key and socket (munged.pid, munged.log)
   task_prolog.sh             exports the node's NG_NODE and PATH into each task
-  state/, spool/<node>/      slurmctld's StateSaveLocation, each slurmd's spool
+  state/, spool/<node>/      slurmctld's StateSaveLocation, each slurmd's spool (spool links
+                             to a short /tmp/ngs-* directory: socket paths hold 108 bytes)
   slurmctld.pid|log, slurmd-<node>.pid|log
 """
 
@@ -24,6 +25,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -101,9 +103,13 @@ class SlurmCluster:
         """Write slurm.conf, the munge key and the TaskProlog (ports chosen now)."""
         nodes = self.nodes()
         if self.dir.exists():
+            self._remove_spool()
             shutil.rmtree(self.dir)
-        for d in ("state", "spool", "log"):
+        for d in ("state", "log"):
             (self.dir / d).mkdir(parents=True)
+        # slurmstepd's sockets live in the spool directory, and a Unix socket path holds 108
+        # bytes: a fleet under pytest's deep temporary paths gets a short one in /tmp, linked.
+        (self.dir / "spool").symlink_to(tempfile.mkdtemp(prefix="ngs-", dir="/tmp"))
         key = self.dir / "munge.key"
         key.write_bytes(secrets.token_bytes(1024))
         key.chmod(0o600)
@@ -134,7 +140,7 @@ class SlurmCluster:
             "CredType=cred/munge",
             f"AuthInfo=socket={d / 'munge.sock'}",
             f"StateSaveLocation={d / 'state'}",
-            f"SlurmdSpoolDir={d / 'spool'}/%n",
+            f"SlurmdSpoolDir={(d / 'spool').readlink()}/%n",
             f"SlurmctldPidFile={d / 'slurmctld.pid'}",
             f"SlurmdPidFile={d}/slurmd-%n.pid",
             f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
@@ -295,4 +301,13 @@ class SlurmCluster:
                     os.kill(pid, signal.SIGKILL)
         for pidf in self.pid_files():
             pidf.unlink(missing_ok=True)
+        self._remove_spool()
         return len(pids)
+
+    def _remove_spool(self) -> None:
+        """The short spool directory this cluster made in /tmp (and only that one)."""
+        link = self.dir / "spool"
+        if link.is_symlink():
+            target = link.readlink()
+            if target.parent == Path("/tmp") and target.name.startswith("ngs-"):
+                shutil.rmtree(target, ignore_errors=True)
