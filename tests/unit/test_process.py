@@ -129,3 +129,35 @@ def test_a_kill_that_keeps_the_channel_still_collects_the_stderr():
     ready, res = asyncio.run(go())
     assert ready is False and res.killed and res.lost is None
     assert res.stderr == "mlx5_3: port is down\n"
+
+
+def test_a_process_that_floods_is_killed_at_the_byte_cap_not_held_in_memory(monkeypatch):
+    """A node's command printing without end: what is kept stops at the cap, the process is
+    killed at once (not at its deadline), and the result says why (the verdict is an ERROR)."""
+    monkeypatch.setattr(RemoteProcess, "max_bytes", 1 << 20)
+
+    async def go():
+        p = await LocalTransport().spawn("a", "yes flood", 60)
+        return await p.wait()
+
+    t0 = time.monotonic()
+    res = asyncio.run(go())
+    assert time.monotonic() - t0 < 20  # its own deadline is 60 s
+    assert res.overflow == (
+        "printed more than 1048576 bytes on stdout: killed (output kept up to the cap)"
+    )
+    assert (res.killed, res.timed_out, res.rc) == (True, False, None)
+    assert len(res.stdout) == 1 << 20 and res.stdout.startswith("flood\nflood\n")
+
+
+def test_an_endless_line_ends_readiness_and_the_process(monkeypatch):
+    monkeypatch.setattr(RemoteProcess, "max_bytes", 1 << 16)
+
+    async def go():
+        p = await LocalTransport().spawn("a", "tr -d '\\n' < /dev/zero", 60)
+        ready = await p.wait_for_line("listening", time.monotonic() + 30)
+        return ready, await p.wait()
+
+    ready, res = asyncio.run(go())
+    assert ready is False and res.killed and res.overflow is not None
+    assert res.overflow.startswith("printed more than 65536 bytes on stdout")

@@ -23,7 +23,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from nodegate.transport.script import KILL_AFTER_S, TIMEOUT_RCS
+from nodegate.transport.script import DEFAULT_MAX_BYTES, KILL_AFTER_S, TIMEOUT_RCS
 
 R = TypeVar("R")
 
@@ -43,6 +43,16 @@ class ProcessResult:
     pid: int | None = None  # the wrapper's PID on the node (what kill() signals)
     tag: str = ""  # its NODEGATE_SPAWN tag (what the stray check looks for)
     lost: str | None = None  # why the channel to the node failed (connection lost), if it did
+    overflow: str | None = None  # set when it printed past the byte cap and was killed for it
+
+
+def overflow_reason(stream: str, limit: int) -> str:
+    """Why a spawned process was killed for its output (what the verdict says).
+
+    >>> overflow_reason("stdout", 8388608)
+    'printed more than 8388608 bytes on stdout: killed (output kept up to the cap)'
+    """
+    return f"printed more than {limit} bytes on {stream}: killed (output kept up to the cap)"
 
 
 def connection_lost(node: str, exc: BaseException) -> str:
@@ -70,7 +80,10 @@ def wrap(cmd: str, timeout_s: float, tag: str) -> str:
 
 
 class RemoteProcess(abc.ABC):
-    """One spawned command on one node. Reads are bounded by monotonic deadlines."""
+    """One spawned command on one node. Reads are bounded by monotonic deadlines, and what is
+    kept of each stream by `max_bytes` (a node that floods is killed, never held in memory)."""
+
+    max_bytes = DEFAULT_MAX_BYTES  # per stream, as a stage script's output is capped
 
     def __init__(self, node: str, cmd: str, timeout_s: float) -> None:
         self.node = node
@@ -87,6 +100,7 @@ class RemoteProcess(abc.ABC):
         self._err: list[str] = []  # stderr read before wait() (kill()'s peek for the PID)
         self._buf = ""
         self._hung_up = False
+        self.overflow: str | None = None
 
     @abc.abstractmethod
     async def _read_out(self, n: int) -> bytes: ...
@@ -141,6 +155,9 @@ class RemoteProcess(abc.ABC):
                 self.at_eof = True
                 return None
             self._buf += chunk.decode("utf-8", "replace")
+            if len(self._buf) > self.max_bytes:  # one endless line: no readiness comes
+                self.overflow = overflow_reason("stdout", self.max_bytes)
+                return None
         line, _, self._buf = self._buf.partition("\n")
         self._out.append(line + "\n")
         return line
@@ -155,8 +172,10 @@ class RemoteProcess(abc.ABC):
                 return True
 
     async def _drain(self, reader: str, deadline: float) -> tuple[str, bool]:
+        """The rest of one stream: (text, stopped early: deadline or byte cap)."""
         chunks: list[bytes] = []
         read = self._read_out if reader == "out" else self._read_err
+        kept = sum(map(len, self._out)) + len(self._buf) if reader == "out" else 0
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -168,25 +187,34 @@ class RemoteProcess(abc.ABC):
             if not chunk:
                 return b"".join(chunks).decode("utf-8", "replace"), False
             chunks.append(chunk)
+            kept += len(chunk)
             if reader == "err" and self.pid is None:
                 # Note the PID as soon as it arrives: a wait() cancelled mid-read (an
                 # interrupted stage) loses its chunks, and kill() needs the PID.
                 self._strip_pid(b"".join(chunks).decode("utf-8", "replace"))
+            if kept > self.max_bytes:
+                self.overflow = overflow_reason("std" + reader, self.max_bytes)
+                # Killed now, so the other stream's drain meets its end, not the deadline.
+                await self.kill(hang_up=False)
+                head = b"".join(chunks)[: max(0, self.max_bytes - (kept - sum(map(len, chunks))))]
+                return head.decode("utf-8", "replace"), True
 
     async def wait(self, deadline: float | None = None) -> ProcessResult:
         """Collect the rest; past `deadline` (default: its own timeout + slack) kill it."""
         if deadline is None:
             deadline = self.started + self.timeout_s + KILL_AFTER_S + 5
+        if self.overflow is not None:  # read_line met an endless line
+            await self.kill(hang_up=False)
         (out, t1), (err, t2) = await asyncio.gather(
             self._drain("out", deadline), self._drain("err", deadline)
         )
-        timed_out = t1 or t2
+        timed_out = (t1 or t2) and self.overflow is None
         stderr = self._strip_pid("".join(self._err) + err)
-        if not timed_out and self.lost is None:
+        if not timed_out and self.lost is None and self.overflow is None:
             rc = await self._io(self._returncode(), None)
         else:
             rc = None
-        if timed_out:
+        if timed_out or self.overflow is not None:
             await self.kill()
         elif self.lost is not None and self.pid is not None:
             # The channel is gone, the process may not be: try to end it (`killed` says only
@@ -206,6 +234,7 @@ class RemoteProcess(abc.ABC):
             pid=self.pid,
             tag=self.tag,
             lost=self.lost,
+            overflow=self.overflow,
         )
         return self.result
 

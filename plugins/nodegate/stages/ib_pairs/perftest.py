@@ -134,6 +134,8 @@ def stderr_gist(stderr: str) -> str:
 
 def bandwidth_of(res: ProcessResult, side: str) -> tuple[float | None, str | None]:
     """(BW average Gb/s of the largest message, error text) from one side's output."""
+    if res.overflow is not None:
+        return None, f"{side} {res.overflow}"
     if res.timed_out:
         return None, f"{side} killed at its deadline after {res.duration_s:g} s"
     text = res.stdout + ("\n" + res.stderr if res.stderr else "")

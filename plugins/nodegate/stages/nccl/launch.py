@@ -20,11 +20,18 @@ import shlex
 import signal
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from nodegate.active.campaign import Execution, Side, Spawner, spawn_failure
 from nodegate.active.ledger import SpawnScope
 from nodegate.stages.nccl.profile import NcclProfile
-from nodegate.transport.process import SPAWN_ENV, ProcessResult, SpawnError
+from nodegate.transport.process import (
+    SPAWN_ENV,
+    ProcessResult,
+    RemoteProcess,
+    SpawnError,
+    overflow_reason,
+)
 
 SRUN_GRACE_S = 5.0  # after srun's second SIGINT, before SIGKILL
 SLACK_S = 15.0  # launcher start-up beyond the job's own deadline
@@ -124,37 +131,67 @@ async def run_srun(
         why = f"srun could not start on the controller: {exc}"
         return Execution((Side(nodes[0], "srun", cmd, None, why),), why)
     timed_out = killed = False
+    overflow: list[str] = []  # what the ranks printed is kept up to the cap, like a spawn's
+    full = asyncio.Event()
+    assert proc.stdout is not None and proc.stderr is not None
+    readers = asyncio.gather(
+        _drain(proc.stdout, "stdout", overflow, full), _drain(proc.stderr, "stderr", overflow, full)
+    )
+    stopper = asyncio.ensure_future(full.wait())
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
-    except asyncio.TimeoutError:
-        timed_out = killed = True
-        out, err = await stop_srun(proc, name)
+        waiters: set[asyncio.Future[Any]] = {readers, stopper}
+        done, _ = await asyncio.wait(
+            waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        if readers not in done:  # the deadline, or output past the cap: end the step
+            timed_out, killed = not overflow, True
+            await stop_srun(proc, name)
+        out, err = await asyncio.wait_for(readers, SRUN_GRACE_S * 2)  # EOF once srun is gone
+        await proc.wait()
     except BaseException:
         await asyncio.shield(stop_srun(proc, name))
+        readers.cancel()
         raise
+    finally:
+        stopper.cancel()
     result = ProcessResult(
-        node=nodes[0], cmd=cmd, rc=None if timed_out else proc.returncode,
+        node=nodes[0], cmd=cmd, rc=None if killed else proc.returncode,
         stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
         timed_out=timed_out, killed=killed, duration_s=round(time.monotonic() - t0, 3),
-        pid=proc.pid, tag=tag,
+        pid=proc.pid, tag=tag, overflow=overflow[0] if overflow else None,
     )  # fmt: skip
     detail = "srun ran on the controller"
     return Execution((Side(nodes[0], "srun", cmd, result, detail),))
 
 
-async def stop_srun(proc: asyncio.subprocess.Process, name: str) -> tuple[bytes, bytes]:
+async def _drain(
+    stream: asyncio.StreamReader, name: str, overflow: list[str], full: asyncio.Event
+) -> bytes:
+    """One of srun's streams to its end, keeping at most the byte cap; past it, the rest is
+    read and dropped (srun must not block on a full pipe) and `full` is set."""
+    cap = RemoteProcess.max_bytes
+    kept = bytearray()
+    while chunk := await stream.read(65536):
+        if len(kept) + len(chunk) > cap and not full.is_set():
+            overflow.append(overflow_reason(name, cap))
+            full.set()
+        kept += chunk[: max(0, cap - len(kept))]
+    return bytes(kept)
+
+
+async def stop_srun(proc: asyncio.subprocess.Process, name: str) -> None:
     """Cancel srun's step: SIGINT twice (srun's own way), SIGKILL after a grace, then scancel
-    the job by its name; what srun printed until then."""
+    the job by its name. Its output is read by the caller's readers, not here."""
     for sig in (signal.SIGINT, signal.SIGINT):
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(sig)
         await asyncio.sleep(0.3)
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), SRUN_GRACE_S)
+        await asyncio.wait_for(proc.wait(), SRUN_GRACE_S)
     except asyncio.TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
-        out, err = await proc.communicate()
+        await proc.wait()
     scancel = await asyncio.create_subprocess_exec(
         "scancel", "-n", name,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
@@ -162,4 +199,3 @@ async def stop_srun(proc: asyncio.subprocess.Process, name: str) -> tuple[bytes,
     )  # fmt: skip
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(scancel.wait(), 10)
-    return out, err

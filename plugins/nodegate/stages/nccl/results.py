@@ -37,6 +37,8 @@ def read_job(run: Execution, message_bytes: int, ranks: int, timeout_s: float) -
             None, None, run.error or (run.sides[0].detail if run.sides else "no launcher")
         )
     r = run.sides[0].result
+    if r.overflow is not None:  # a flood: what it printed proves nothing
+        return JobReading(None, None, f"launcher {r.overflow}")
     # Ended by the node's `timeout` at the deadline (rc 124, 137 after its KILL, or the
     # launcher's own exit status once TERM reached it), not by a failure before it.
     ended = r.rc != 0 and r.duration_s >= timeout_s - 0.5
