@@ -161,6 +161,21 @@ def test_counter_rise_fails_with_the_window(fleet: Fleet) -> None:
     )
 
 
+def test_a_counter_that_went_down_is_an_error_not_a_pass(fleet: Fleet) -> None:
+    out = session(fleet, "gpu001")
+    first = out.results["rdma_stat"].stdout.replace(" np_cnp_sent 0", " np_cnp_sent 9", 1)
+    vs = judge(_without(out, rdma_stat={"stdout": first}))
+    bad = [(v.check, v.component, v.status, v.message) for v in vs if v.status is not Status.PASS]
+    assert bad == [
+        (
+            "roce.counters.cnp",
+            "mlx5_0 enp24s0np0 (rail 0)",
+            Status.ERROR,
+            "counters went down between the reads: np_cnp_sent 9 -> 0",
+        )
+    ]
+
+
 def test_profile_section_and_transport() -> None:
     assert roce_transport(PROFILE) == RoceTransport(3, 106)
     assert RoceTransport(3, 106).dscp == 26

@@ -50,6 +50,10 @@ def counters(group: str) -> Callable[[RoceFacts, RoceProfile], list[Verdict]]:
             why = f"counters not reported: {', '.join(unread)}"
             return error(c, f.node, r.label, why, evidence=ev)
         rise = {k: again[k] - first[k] for k in rule}
+        fell = [f"{k} {first[k]} -> {again[k]}" for k, v in rise.items() if v < 0]
+        if fell:  # a counter only climbs: reset between the reads (driver reload) or not one
+            why = f"counters went down between the reads: {', '.join(fell)}"
+            return error(c, f.node, r.label, why, evidence=ev)
         problems = [f"{k} +{v}" for k, v in rise.items() if not rule[k].holds(v)]
         want = ", ".join(f"{k} <= +{t.value}" for k, t in rule.items())
         ok = f"no rise in {window:g} s"
