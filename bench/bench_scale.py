@@ -1,0 +1,172 @@
+"""Benchmark: a whole passive run through pytest over simulated fleets (run on demand).
+
+    .venv/bin/python bench/bench_scale.py                      # 1024 nodes
+    .venv/bin/python bench/bench_scale.py --sizes 1024,5000
+    .venv/bin/python bench/bench_scale.py --sizes 1024 --profile /tmp/p1024.prof
+    .venv/bin/python bench/bench_scale.py --sizes 64,256 --transport ssh,slurm
+
+Starts a healthy simulated fleet of each size (the demo's hardware, no faults), then runs
+`pytest suites -m "reach or pcie_gpu or hca or roce"` in a child process, as an operator runs
+it, and prints a table: wall time, the controller's CPU (user+sys of the pytest process) in
+total and per node, the controller's peak RSS, the machine's CPU spent outside the controller
+in the same interval (the simulated side: sshd, the node scripts; or slurmd/slurmstepd),
+evidence on disk per node, verdicts.json size, pytest items, and the items' own time
+(collection + the per-item protocol, from pytest's own durations). With --profile the child
+runs under cProfile and the top entries by own time are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pstats
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PASSIVE = "reach or pcie_gpu or hca or roce"
+
+
+def model(n: int, sim_concurrency: int | None) -> dict[str, object]:
+    doc = yaml.safe_load((REPO / "inventories" / "sim" / "demo.yaml").read_text())
+    doc.pop("overrides", None)
+    doc.pop("faults", None)
+    doc["name"] = f"scale{n}"
+    doc["nodes"] = f"node[{1:05d}-{n:05d}]"
+    return doc
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy (all cores), from /proc/stat."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = f[3] + f[4]
+    return (sum(f[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def run_size(n: int, a: argparse.Namespace, transport: str) -> dict[str, object]:
+    from nodegate.sim.fleet import build_fleet
+    from nodegate.sim.slurm import SlurmCluster
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"ngscale-{n}-"))
+    (tmp / "model.yaml").write_text(yaml.safe_dump(model(n, None)))
+    t_build = time.perf_counter()
+    fleet = build_fleet(tmp / "model.yaml", tmp / "fleet", subnet=a.subnet)
+    fleet.start(timeout_s=300)
+    build_s = time.perf_counter() - t_build
+    slurm = None
+    env = dict(os.environ)
+    try:
+        if transport == "slurm":
+            slurm = SlurmCluster(fleet.root)
+            slurm.start()
+            env.update(slurm.env())
+        reports = tmp / "reports"
+        cmd = [sys.executable]
+        if a.profile:
+            cmd += ["-m", "cProfile", "-o", a.profile]
+        cmd += [
+            "-m",
+            "pytest",
+            str(REPO / "suites"),
+            f"--inventory={fleet.root / 'inventory.yaml'}",
+            f"--reports-dir={reports}",
+            "--run-id=bench",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            f"--rootdir={REPO}",
+            "-m",
+            PASSIVE,
+            *(["--transport", transport] if transport != "ssh" else []),
+            *a.extra,
+        ]
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        busy0 = machine_busy_s()
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=env, timeout=3600)
+        wall = time.perf_counter() - t0
+        busy = machine_busy_s() - busy0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        run_dir = reports / "bench"
+        if p.returncode not in (0, 6):  # 6: a -m run qualifies nobody; anything else is wrong
+            sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
+            raise SystemExit(f"{n} nodes: pytest exited {p.returncode}")
+        verdicts = run_dir / "verdicts.json"
+        doc = json.loads(verdicts.read_text())
+        non_pass = sum(
+            1 for v in doc.get("verdicts", []) if isinstance(v, dict) and v.get("status") != "pass"
+        )
+        items = next(
+            (ln.split()[0] for ln in p.stdout.splitlines() if " passed" in ln and " in " in ln),
+            "?",
+        )
+        row: dict[str, object] = {
+            "nodes": n,
+            "transport": transport,
+            "wall_s": round(wall, 1),
+            "ctl_cpu_s": round(cpu, 1),
+            "ms_per_node": round(cpu / n * 1000, 1),
+            "peak_rss_mb": round(r1.ru_maxrss / 1024, 0),
+            "sim_cpu_s": round(busy - cpu, 1),
+            "evid_kb_node": round(du(run_dir / "raw") / n / 1024, 1),
+            "verdicts_mb": round(verdicts.stat().st_size / 1e6, 1),
+            "non_pass": non_pass,
+            "passed_items": items,
+            "fleet_up_s": round(build_s, 1),
+        }
+        if a.keep:
+            dest = Path(a.keep) / f"{n}-{transport}"
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(run_dir, dest, symlinks=True)
+        return row
+    finally:
+        if slurm is not None:
+            slurm.stop()
+        fleet.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def print_profile(path: str, top: int) -> None:
+    st = pstats.Stats(path)
+    st.sort_stats("tottime").print_stats(top)
+    st.sort_stats("cumulative").print_stats(top)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="1024")
+    ap.add_argument("--transport", default="ssh", help="ssh, slurm or ssh,slurm")
+    ap.add_argument("--subnet", default="127.91")
+    ap.add_argument("--profile", help="write the controller's cProfile here and print its top")
+    ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--keep", help="copy each run directory under this directory")
+    ap.add_argument("extra", nargs="*", help="more pytest arguments (after --)")
+    a = ap.parse_args()
+    rows = [
+        run_size(int(s), a, t) for s in a.sizes.split(",") for t in a.transport.split(",")
+    ]
+    cols = list(rows[0])
+    print(f"passive stages ({PASSIVE}) through pytest, {os.cpu_count()} cores")
+    print(" | ".join(f"{c:>12}" for c in cols))
+    for r in rows:
+        print(" | ".join(f"{str(r[c]):>12}" for c in cols))
+    if a.profile:
+        print_profile(a.profile, a.top)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
