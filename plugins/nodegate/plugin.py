@@ -28,6 +28,7 @@ from nodegate.transport.registry import known_transports
 # Modules with hooks and fixtures, registered with this plugin (and only with it).
 pytest_plugins = (
     "nodegate.transport.registry",
+    "nodegate.check_items",
     "nodegate.items",
     "nodegate.controller",
     "nodegate.reporting",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from nodegate.checks import Check
@@ -28,8 +29,10 @@ def stage(name: str) -> Stage:
     raise KeyError(name)
 
 
+@cache
 def checks_by_test() -> dict[str, CheckEntry]:
-    """pytest test function name -> (stage, check). Names are unique across stages."""
+    """pytest test function name -> (stage, check). Names are unique across stages (built once:
+    every item and report asks; callers must not change it)."""
     out: dict[str, CheckEntry] = {}
     for s in STAGES:
         for c in s.checks:
@@ -39,5 +42,6 @@ def checks_by_test() -> dict[str, CheckEntry]:
     return out
 
 
+@cache
 def checks_by_id() -> dict[str, CheckEntry]:
     return {c.id: (s, c) for s in STAGES for c in s.checks}

@@ -1,0 +1,132 @@
+"""Registered checks as cheap pytest items: one `CheckItem` per (check, node), same ids.
+
+A registered check's test (`suites/test_<stage>.py::<test>`, made by `nodegate.suite`) takes
+only `nodegate_check`. pytest would make each of its items a `Function` through parametrize:
+fixture closure, signature inspection and a fixture request per item, then setup, call and
+teardown each under output capture and log capture. At 1,024 nodes x 59 checks (60,416 items)
+that was most of a passive run's controller CPU. A `CheckItem` knows its check and node when
+it is made; its protocol (`pytest_runtest_protocol` below) makes the three reports with
+pytest's own `CallInfo` and `pytest_runtest_makereport` (so xfail/skip and every report
+consumer work as for any item) without fixtures, capture or log capture: the item calls the
+test function with the check's view, which prints nothing and reads one dict entry.
+
+A test that takes anything else, an item marked skip/skipif/xfail/usefixtures, and runs with
+--pdb, --trace or --setup-only/--setup-plan/--setup-show go through pytest's own protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import pytest
+
+from nodegate.stages.registry import checks_by_test
+from nodegate.state import STATE, RunState
+
+CHECK_ARG = "nodegate_check"
+# Marks that change how pytest runs an item: such an item takes pytest's own protocol.
+_PROTOCOL_MARKS = frozenset({"skip", "skipif", "xfail", "usefixtures", "filterwarnings"})
+
+
+def _takes_only_check_view(obj: object) -> bool:
+    code = getattr(obj, "__code__", None)
+    if code is None or getattr(obj, "__defaults__", None) or code.co_kwonlyargcount:
+        return False
+    return tuple(code.co_varnames[: code.co_argcount]) == (CHECK_ARG,)
+
+
+class CheckItem(pytest.Item):
+    """One registered check on one node: `<test>[<node>]`, the stage's marker."""
+
+    def __init__(
+        self,
+        *,
+        check_id: str,
+        node_name: str,
+        test: Callable[..., Any],
+        lineno: int,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.check_id = check_id
+        self.node_name = node_name
+        self.obj = test
+        self._lineno = lineno
+
+    def runtest(self) -> None:
+        from nodegate.items import CheckView  # items imports this module
+
+        state: RunState = self.config.stash[STATE]
+        verdicts = state.load_result().for_item(self.check_id, self.node_name)
+        self.obj(CheckView(self.check_id, self.node_name, verdicts, state.waivers))
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, self._lineno, self.name
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(
+    collector: pytest.Module | pytest.Class, name: str, obj: object
+) -> list[pytest.Item] | None:
+    """A registered check's test function -> one CheckItem per selected node."""
+    if not isinstance(collector, pytest.Module) or not callable(obj):
+        return None
+    entry = checks_by_test().get(name)
+    state = collector.config.stash.get(STATE, None)
+    if entry is None or state is None or not _takes_only_check_view(obj):
+        return None  # pytest's own items (nodegate.items says what is wrong, if anything)
+    stage, spec = entry
+    code = getattr(obj, "__code__", None)
+    lineno = code.co_firstlineno - 1 if code is not None else 0
+    mark = getattr(pytest.mark, stage.name)
+    items: list[pytest.Item] = []
+    for n in state.nodes:
+        item = CheckItem.from_parent(
+            collector,
+            name=f"{name}[{n.name}]",
+            check_id=spec.id,
+            node_name=n.name,
+            test=obj,
+            lineno=lineno,
+        )
+        item.add_marker(mark)
+        items.append(item)
+    return items
+
+
+def _own_protocol(item: pytest.Item) -> bool:
+    """pytest's own protocol: debugging and setup display options, marks that change runs."""
+    opt = item.config.option
+    if getattr(opt, "usepdb", False) or getattr(opt, "trace", False):
+        return True
+    if getattr(opt, "setuponly", False) or getattr(opt, "setupplan", False):
+        return True
+    if getattr(opt, "setupshow", False):
+        return True
+    return any(m.name in _PROTOCOL_MARKS for m in item.iter_markers())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """setup, call and teardown reports for a CheckItem, without fixtures or capture."""
+    if not isinstance(item, CheckItem) or _own_protocol(item):
+        return None
+    ihook = item.ihook
+    ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    reraise = (pytest.exit.Exception, KeyboardInterrupt)
+    phases: tuple[tuple[Literal["setup", "call", "teardown"], Callable[[], None]], ...] = (
+        ("setup", _nothing),
+        ("call", item.runtest),
+        ("teardown", _nothing),
+    )
+    for when, fn in phases:
+        call = pytest.CallInfo.from_call(fn, when=when, reraise=reraise)
+        report = ihook.pytest_runtest_makereport(item=item, call=call)
+        ihook.pytest_runtest_logreport(report=report)
+    ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
+def _nothing() -> None:
+    return None
