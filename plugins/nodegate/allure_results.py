@@ -25,6 +25,7 @@ from nodegate.report import observed_expected
 from nodegate.safetext import printable
 from nodegate.stages.registry import checks_by_id
 from nodegate.state import STATE, RunState
+from nodegate.transport.evidence import evidence_file
 
 # Allure's statuses, worst first, for nodegate's.
 ALLURE_STATUS = {
@@ -128,9 +129,9 @@ def write_results(alluredir: Path, doc: Mapping[str, Any], vdoc: Mapping[str, An
                 result.statusDetails = StatusDetails(
                     message="\n".join(sub.name for s in bad for sub in s.steps) or bad[0].name
                 )
-            evidence = run_dir / "raw" / node / f"{stage}.json"
-            if evidence.is_file():
-                ref = f"raw/{node}/{stage}.json"
+            evidence = evidence_file(run_dir / "raw" / node / f"{stage}.json")
+            if evidence is not None:  # an admitted node's stays compressed (transport.evidence)
+                ref = f"raw/{node}/{evidence.name}"
                 if status in ("failed", "broken"):
                     source = f"{uuid.uuid4()}-attachment.json"
                     logger.report_attached_file(str(evidence), source)  # type: ignore[no-untyped-call]

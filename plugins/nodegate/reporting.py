@@ -20,6 +20,7 @@ from nodegate.items import SITE_PREFIX, item_key
 from nodegate.model import Status, Verdict
 from nodegate.outliers import find_outliers, reject_blocking
 from nodegate.state import STATE, RunState, now
+from nodegate.transport.evidence import expand_evidence
 
 # Exit codes (README "Exit codes"): pytest's own, plus 1 whenever a node is rejected, 6 when
 # no node is rejected but some are not qualified (a run that did not cover their admission
@@ -78,6 +79,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             result.write(state.run_dir)
             doc = _admission(state, result)
             write_admission(state.run_dir, doc)
+            # The evidence people open (report.html, Allure, a shell): plain JSON.
+            not_admitted = (n for n, d in doc["nodes"].items() if not d["admitted"])
+            expand_evidence(state.run_dir / "raw", not_admitted)
             if result.interrupted is not None:
                 _junit_not_run(
                     session.config, state, f"run interrupted during {result.interrupted}"

@@ -14,7 +14,7 @@ from nodegate import bundled, cli
 from nodegate.errors import ConfigError
 from nodegate.inventory import load_inventory
 from nodegate.settings import Settings
-from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.evidence import EvidenceWriter, open_evidence
 from nodegate.transport.local import LocalTransport, ReplayTransport
 from nodegate.transport.registry import builtin_hook, make_transport
 from nodegate.transport.ssh import SSHTransport
@@ -74,11 +74,13 @@ def test_capture_replays_a_bundle_into_another(inv, tmp_path, capsys):
         f"bundle: {second}  (replay: pytest suites --inventory {inv} "
         f"--transport replay --replay {second})",
     ]
-    a = json.loads((first / "n1" / "reach.json").read_text())
-    b = json.loads((second / "n1" / "reach.json").read_text())
+    # A bundle's documents are compressed (as a run's admitted nodes'), read by either name.
+    assert sorted(p.name for p in (first / "n1").iterdir()) == ["reach.json.gz"]
+    a = open_evidence(first / "n1" / "reach.json")
+    b = open_evidence(second / "n1" / "reach.json")
     assert (a["transport"], b["transport"]) == ("local", "replay")
     assert b["commands"] == a["commands"]
-    assert json.loads((second / "n2" / "reach.json").read_text())["reach"] == "error"
+    assert open_evidence(second / "n2" / "reach.json")["reach"] == "error"
 
 
 @pytest.mark.parametrize(

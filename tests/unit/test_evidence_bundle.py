@@ -7,8 +7,15 @@ import asyncio
 import json
 from pathlib import Path
 
-from nodegate.model import CommandSpec, Reach
-from nodegate.transport.evidence import EvidenceWriter, ProcessRecord, resolve_evidence
+import pytest
+from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach
+from nodegate.transport.evidence import (
+    EvidenceWriter,
+    ProcessRecord,
+    expand_evidence,
+    open_evidence,
+    resolve_evidence,
+)
 from nodegate.transport.local import ReplayTransport
 
 ROUND = {"number": 1, "sub": 1, "label": "1b"}
@@ -86,3 +93,49 @@ def test_active_processes_share_the_passive_document_shape(tmp_path: Path) -> No
         "started": True, "detail": "", "tag": "@@5eed-pid", "role": "server", "round": ROUND,
         "test": {"rail": 3}, "peers": ["raw/gpu002/ib_pairs.json#r1b-rail3-gpu001-to-gpu002"],
     }  # fmt: skip
+
+
+def _session(node: str, out: str) -> NodeOutcome:
+    r = CommandResult("kernel", "uname -r", 0, out, "", 0.01)
+    return NodeOutcome(node=node, reach=Reach.OK, results={"kernel": r}, duration_s=0.1)
+
+
+def test_passive_documents_are_compressed_until_a_node_is_not_admitted(tmp_path: Path) -> None:
+    w = EvidenceWriter(tmp_path / "raw", "ssh")
+    for node in ("n1", "n2"):
+        w.record("reach", _session(node, f"6.8.0-{node}\n"))
+    listing = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert listing == {"raw/n1/reach.json.gz", "raw/n2/reach.json.gz"}
+    got = resolve_evidence(tmp_path, "raw/n2/reach.json#kernel")
+    assert (got["cmd"], got["stdout"]) == ("uname -r", "6.8.0-n2\n")
+    # The run's end: n2 not admitted, its evidence becomes plain JSON (what people open).
+    assert expand_evidence(tmp_path / "raw", ["n2", "n3"]) == 1
+    listing = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert listing == {"raw/n1/reach.json.gz", "raw/n2/reach.json"}
+    plain = json.loads((tmp_path / "raw" / "n2" / "reach.json").read_text())
+    assert plain["commands"]["kernel"]["stdout"] == "6.8.0-n2\n"
+    assert resolve_evidence(tmp_path, "raw/n2/reach.json#kernel") == got
+    # Both replay.
+    plan = {n: [CommandSpec("kernel", "uname -r")] for n in ("n1", "n2")}
+    outs = asyncio.run(ReplayTransport(tmp_path / "raw").run_stage("reach", plan))
+    assert {n: o.results["kernel"].stdout for n, o in outs.items()} == {
+        "n1": "6.8.0-n1\n",
+        "n2": "6.8.0-n2\n",
+    }
+
+
+def test_a_damaged_compressed_document_is_an_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "n1").mkdir()
+    (tmp_path / "n1" / "reach.json.gz").write_bytes(b"\x1f\x8bnot really gzip")
+    with pytest.raises(ValueError, match=r"n1/reach.json.gz: not gzip data"):
+        open_evidence(tmp_path / "n1" / "reach.json")
+    with pytest.raises(FileNotFoundError, match=r"n2/reach.json: no such evidence"):
+        open_evidence(tmp_path / "n2" / "reach.json")
+    assert expand_evidence(tmp_path, ["n1"]) == 0  # left as it is, for its reader to say why
+    plan = {"n1": [CommandSpec("kernel", "uname -r")]}
+    out = asyncio.run(ReplayTransport(tmp_path).run_stage("reach", plan))["n1"]
+    assert (out.reach, out.detail) == (
+        Reach.ERROR,
+        f"unreadable capture: {tmp_path}/n1/reach.json.gz: not gzip data: "
+        "Unknown compression method",
+    )

@@ -31,6 +31,7 @@ from nodegate.safetext import printable
 from nodegate.stages.registry import checks_by_id
 from nodegate.state import STATE, RunState
 from nodegate.terminal import REPORT_FILE, node_state
+from nodegate.transport.evidence import evidence_file
 
 TEMPLATE = "report.html.j2"
 STATUSES = ("pass", "fail", "error", "skip", "not_run", "waived")
@@ -54,8 +55,8 @@ def render(
         entry = checks_by_id().get(check)
         if run_dir is None or entry is None:
             return None
-        ref = f"raw/{node}/{entry[0].name}.json"
-        return ref if (run_dir / ref).is_file() else None
+        found = evidence_file(run_dir / "raw" / node / f"{entry[0].name}.json")
+        return f"raw/{node}/{found.name}" if found is not None else None
 
     verdicts = index_verdicts(verdicts_doc)
     columns, groups = heatmap(doc, verdicts, stage_file)

@@ -15,15 +15,24 @@ processes the stage spawned on the node, each with killed, pid, spawn tag, role,
 test it belonged to and the evidence references of the other processes of that test (`peers`),
 and the node's address as the transport gave it to other nodes.
 Version 3 added `kind` and the active fields; version 2 bundles (passive) are still read.
+
+A passive stage's document is written gzip-compressed (`<stage>.json.gz`, level 3: an 8-GPU
+node's `lspci -vvv`, `nvidia-smi -q` and mlxlink outputs take ~400 KB as JSON, ~35 KB
+compressed, ~2 ms of CPU). When the run's decision is made, the evidence of every node that
+is not admitted is expanded to plain `<stage>.json` (`expand_evidence`): the files a reader
+opens from report.html, Allure or a shell are plain JSON, an admitted node's stay compressed
+(`zless`). A reference (`raw/<node>/<stage>.json#<command>`) names the document, whichever
+of the two files holds it; every reader here (`open_evidence`) takes either.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +41,8 @@ from nodegate.model import CommandResult, NodeOutcome, Reach
 
 BUNDLE_VERSION = 3
 READABLE_VERSIONS = (2, 3)  # 2: passive sessions only, no `kind`
+GZ_SUFFIX = ".gz"
+GZ_LEVEL = 3  # level 6 halves the size again for twice the CPU; 3 is within 50 KB per node
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +139,10 @@ class EvidenceWriter:
             "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "commands": commands,
         }
-        (d / f"{stage}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        text = json.dumps(doc, separators=(",", ":")) + "\n"
+        tmp = d / f".{stage}.json.gz.tmp"
+        tmp.write_bytes(gzip.compress(text.encode("utf-8"), GZ_LEVEL, mtime=0))
+        tmp.replace(d / f"{stage}.json{GZ_SUFFIX}")
         for listener in self.listeners:
             listener(stage, outcome.node, outcome.reach is Reach.OK)
         return dataclasses.replace(outcome, results=results)
@@ -168,12 +182,59 @@ def _kept(text: str, truncated: str | None) -> str:
     )
 
 
+def evidence_file(path: Path) -> Path | None:
+    """The file holding the document `path` (`.../<stage>.json`) names: itself, or its
+    compressed twin; None when neither exists."""
+    if path.is_file():
+        return path
+    gz = path.with_name(path.name + GZ_SUFFIX)
+    return gz if gz.is_file() else None
+
+
+def open_evidence(path: Path) -> dict[str, Any]:
+    """The JSON document at `path` (`.../<stage>.json`), plain or compressed.
+
+    Raises FileNotFoundError when neither file exists, ValueError when it is not JSON."""
+    real = evidence_file(path)
+    if real is None:
+        raise FileNotFoundError(f"{path}: no such evidence (nor {path.name}{GZ_SUFFIX})")
+    raw = real.read_bytes()
+    if real.name.endswith(GZ_SUFFIX):
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise ValueError(f"{real}: not gzip data: {exc}") from None
+    doc: dict[str, Any] = json.loads(raw.decode("utf-8"))
+    return doc
+
+
+def expand_evidence(raw_root: Path, nodes: Iterable[str]) -> int:
+    """Rewrite the compressed documents of `nodes` as plain JSON (not admitted: the evidence
+    people open); returns how many files were expanded. A file that cannot be read is left
+    as it is (its reader will say why)."""
+    done = 0
+    for node in nodes:
+        d = raw_root / _safe(node)
+        for gz in sorted(d.glob(f"*.json{GZ_SUFFIX}")) if d.is_dir() else ():
+            plain = gz.with_name(gz.name.removesuffix(GZ_SUFFIX))
+            try:
+                data = gzip.decompress(gz.read_bytes())
+            except (OSError, EOFError):
+                continue
+            tmp = plain.with_name(f".{plain.name}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(plain)
+            gz.unlink()
+            done += 1
+    return done
+
+
 def read_capture(root: Path, node: str, stage: str) -> dict[str, Any] | None:
     """A node's captured stage document, or None if the bundle has none."""
     p = root / _safe(node) / f"{_safe(stage)}.json"
-    if not p.is_file():
+    if evidence_file(p) is None:
         return None
-    doc: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
+    doc = open_evidence(p)
     if doc.get("bundle_version") not in READABLE_VERSIONS:
         raise ValueError(
             f"{p}: bundle version {doc.get('bundle_version')}, expected one of "
@@ -191,6 +252,6 @@ def capture_reach(doc: dict[str, Any]) -> tuple[Reach, str]:
 def resolve_evidence(run_dir: str | os.PathLike[str], ref: str) -> dict[str, Any]:
     """The command document a verdict's evidence reference (`raw/n/stage.json#cmd`) points to."""
     path, _, cmd = ref.partition("#")
-    doc: dict[str, Any] = json.loads(Path(run_dir, path).read_text(encoding="utf-8"))
+    doc = open_evidence(Path(run_dir, path))
     out: dict[str, Any] = doc["commands"][cmd]
     return out
