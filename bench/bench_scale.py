@@ -63,11 +63,11 @@ def run_size(n: int, a: argparse.Namespace, transport: str) -> dict[str, object]
     (tmp / "model.yaml").write_text(yaml.safe_dump(model(n, None)))
     t_build = time.perf_counter()
     fleet = build_fleet(tmp / "model.yaml", tmp / "fleet", subnet=a.subnet)
-    fleet.start(timeout_s=300)
-    build_s = time.perf_counter() - t_build
     slurm = None
     env = dict(os.environ)
     try:
+        fleet.start(timeout_s=300)
+        build_s = time.perf_counter() - t_build
         if transport == "slurm":
             slurm = SlurmCluster(fleet.root)
             slurm.start()
@@ -155,9 +155,7 @@ def main() -> int:
     ap.add_argument("--keep", help="copy each run directory under this directory")
     ap.add_argument("extra", nargs="*", help="more pytest arguments (after --)")
     a = ap.parse_args()
-    rows = [
-        run_size(int(s), a, t) for s in a.sizes.split(",") for t in a.transport.split(",")
-    ]
+    rows = [run_size(int(s), a, t) for s in a.sizes.split(",") for t in a.transport.split(",")]
     cols = list(rows[0])
     print(f"passive stages ({PASSIVE}) through pytest, {os.cpu_count()} cores")
     print(" | ".join(f"{c:>12}" for c in cols))
