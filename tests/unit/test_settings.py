@@ -116,13 +116,13 @@ def test_ini_booleans(value, expected):
         (
             {"nodegate_transport": "bogus"},
             {},
-            "--transport: got 'bogus', expected one of local, replay, slurm, ssh",
+            "--transport: got 'bogus', expected one of local, replay, ssh",
         ),
         (
             {},
             {"nodegate_transport": "bogus"},
             "--transport (from ini nodegate_transport): got 'bogus', "
-            "expected one of local, replay, slurm, ssh",
+            "expected one of local, replay, ssh",
         ),
         (
             {"nodegate_transport": "replay"},
