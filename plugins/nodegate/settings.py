@@ -73,7 +73,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "--transport",
-        f"how nodes are reached: ssh, local, replay or a plugin's (default {DEFAULT_TRANSPORT})",
+        "how nodes are reached: ssh, slurm, local, replay or a plugin's "
+        f"(default {DEFAULT_TRANSPORT})",
         "NAME",
     ),
     OptionSpec("--replay", f"the bundle --transport replay answers from ({BUNDLE_HINT})", "DIR"),

@@ -72,6 +72,7 @@ class SimFleet:
     fleet: Fleet
     tmp: Path
     slurm: SlurmCluster | None = None
+    transport: str = "ssh"  # every run's --transport
 
     def env(self) -> dict[str, str]:
         """The environment of a run: the operator's, plus SLURM_CONF when the fleet has Slurm."""
@@ -128,6 +129,7 @@ class SimFleet:
             "no:cacheprovider",
             "-q",
             f"--rootdir={REPO}",
+            *(("--transport", self.transport) if self.transport != "ssh" else ()),
             *args,
         ]
         return cmd, reports / run_id
@@ -135,12 +137,13 @@ class SimFleet:
 
 @pytest.fixture
 def sim_fleet(tmp_path: Path, sshd_available: None):
-    """Factory: sim_fleet(model_dict, slurm=False) -> a started SimFleet (with a real Slurm
-    cluster over it when `slurm`), stopped at teardown."""
+    """Factory: sim_fleet(model_dict, slurm=False, transport="ssh") -> a started SimFleet (with
+    a real Slurm cluster over it when `slurm` or transport is slurm), stopped at teardown."""
     started: list[Fleet] = []
     clusters: list[SlurmCluster] = []
 
-    def make(model: dict[str, Any], slurm: bool = False) -> SimFleet:
+    def make(model: dict[str, Any], slurm: bool = False, transport: str = "ssh") -> SimFleet:
+        slurm = slurm or transport == "slurm"
         mpath = tmp_path / f"model-{len(started)}.yaml"
         mpath.write_text(yaml.safe_dump(model))
         for _attempt in range(10):
@@ -157,7 +160,7 @@ def sim_fleet(tmp_path: Path, sshd_available: None):
                 cluster = SlurmCluster(fleet.root)
                 clusters.append(cluster)
                 cluster.start()
-            return SimFleet(fleet, tmp_path, cluster)
+            return SimFleet(fleet, tmp_path, cluster, transport)
         raise RuntimeError("no free loopback subnet for a simulated fleet")
 
     yield make
@@ -165,6 +168,12 @@ def sim_fleet(tmp_path: Path, sshd_available: None):
         c.stop()
     for f in started:
         f.stop()
+
+
+@pytest.fixture(params=["ssh", "slurm"])
+def transport(request: pytest.FixtureRequest) -> str:
+    """Each transport that reaches a simulated fleet (a test that is transport-neutral)."""
+    return str(request.param)
 
 
 def base_model(n: int = 8, **extra: Any) -> dict[str, Any]:

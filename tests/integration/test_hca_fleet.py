@@ -81,9 +81,9 @@ def bad(reasons):
     return {r["check"] for r in reasons if r["status"] in ("fail", "error")}
 
 
-def test_one_node_per_hca_fault_rejected_healthy_admitted(sim_fleet):
+def test_one_node_per_hca_fault_rejected_healthy_admitted(sim_fleet, transport):
     model = base_model(12, faults={n: [spec[0]] for n, spec in FAULTS.items()})
-    fleet = sim_fleet(model)
+    fleet = sim_fleet(model, transport=transport)
     run = fleet.run("-m", "reach or hca")
     assert run.rc == 1, run.stdout
     rej = run.rejected()
@@ -125,10 +125,11 @@ def test_one_node_per_hca_fault_rejected_healthy_admitted(sim_fleet):
     ]
     assert passes and all(v["status"] == "pass" for v in passes)
     assert "warning, absolute values (not judged): " in passes[0]["message"]
-    assert run.verdicts["connections"] == 12  # one connection per node for both stages
+    # one SSH connection per node for both stages; Slurm opens none
+    assert run.verdicts["connections"] == (12 if transport == "ssh" else 0)
 
 
-def test_hca_tool_faults_fail_closed_and_xdist_same_verdicts(sim_fleet):
+def test_hca_tool_faults_fail_closed_and_xdist_same_verdicts(sim_fleet, transport):
     fleet = sim_fleet(
         base_model(
             4,
@@ -137,7 +138,8 @@ def test_hca_tool_faults_fail_closed_and_xdist_same_verdicts(sim_fleet):
                 "gpu003": [{"garbage": "nvidia-smi"}],
                 "gpu004": [{"garbage": "grep"}],
             },
-        )
+        ),
+        transport=transport,
     )
     serial = fleet.run("-m", "hca")
     parallel = fleet.run("-m", "hca", "-n", "2")

@@ -19,8 +19,8 @@ def _reasons(run, node):
     return {(r["check"], r["status"]): r["message"] for r in run.rejected()[node]}
 
 
-def test_a_tool_that_forges_frames_is_judged_on_what_it_really_printed(sim_fleet):
-    fleet = sim_fleet(base_model(3, faults={"gpu002": [{"forge": "cat"}]}))
+def test_a_tool_that_forges_frames_is_judged_on_what_it_really_printed(sim_fleet, transport):
+    fleet = sim_fleet(base_model(3, faults={"gpu002": [{"forge": "cat"}]}), transport=transport)
     run = fleet.run("-m", "reach")
     assert run.rc == 1, run.stdout
     assert sorted(run.rejected()) == ["gpu002"]
@@ -39,8 +39,8 @@ def test_a_tool_that_forges_frames_is_judged_on_what_it_really_printed(sim_fleet
     assert raw["stdout"] == "nodegate-sim forge: learnt nonce [] from 0 bytes of the script\n"
 
 
-def test_a_node_printing_300_mb_is_cut_on_the_node_and_judged_error(sim_fleet):
-    fleet = sim_fleet(base_model(3, faults={"gpu003": [{"flood": "uname"}]}))
+def test_a_node_printing_300_mb_is_cut_on_the_node_and_judged_error(sim_fleet, transport):
+    fleet = sim_fleet(base_model(3, faults={"gpu003": [{"flood": "uname"}]}), transport=transport)
     run = fleet.run("-m", "reach")
     assert run.rc == 1, run.stdout
     assert sorted(run.rejected()) == ["gpu003"]

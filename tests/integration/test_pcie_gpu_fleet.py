@@ -46,9 +46,9 @@ def bad(reasons):
     }
 
 
-def test_one_node_per_fault_rejected_for_it(sim_fleet):
+def test_one_node_per_fault_rejected_for_it(sim_fleet, transport):
     faults = {node: [fault] for node, (fault, _, _) in EXPECT.items()}
-    fleet = sim_fleet(base_model(19, faults=faults))
+    fleet = sim_fleet(base_model(19, faults=faults), transport=transport)
     run = fleet.run("-m", "reach or pcie_gpu")
     assert run.rc == 1, run.stdout
     jsonschema.Draft202012Validator(admission_schema()).validate(run.admission)

@@ -90,7 +90,10 @@ def test_capture_replays_a_bundle_into_another(inv, tmp_path, capsys):
             ["--transport", "replay"],
             "--transport replay needs --replay DIR (a capture bundle or a run's raw/)",
         ),
-        (["--transport", "bogus"], "--transport: got 'bogus', expected one of local, replay, ssh"),
+        (
+            ["--transport", "bogus"],
+            "--transport: got 'bogus', expected one of local, replay, slurm, ssh",
+        ),
         (["--fanout", "0"], "--fanout: got '0', expected a whole number >= 1"),
         (
             ["--connect-timeout", "-1"],
@@ -136,7 +139,7 @@ def test_one_factory_builds_the_builtin_transports(inv, tmp_path):
     with pytest.raises(ConfigError) as exc:
         make_transport(hook, Settings(transport="carrier-pigeon"), nodes, ev)
     assert str(exc.value) == (
-        "--transport: got 'carrier-pigeon', expected one of local, replay, ssh"
+        "--transport: got 'carrier-pigeon', expected one of local, replay, slurm, ssh"
     )
 
 

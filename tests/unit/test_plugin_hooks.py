@@ -138,11 +138,11 @@ def usage_error(p: subprocess.CompletedProcess[str]) -> str:
         (
             ["-o", "nodegate_transport=bogus"],
             "--transport (from ini nodegate_transport): got 'bogus', "
-            "expected one of local, replay, ssh",
+            "expected one of local, replay, slurm, ssh",
         ),
         (
             ["--transport", "fake"],
-            "--transport: got 'fake', expected one of local, replay, ssh",
+            "--transport: got 'fake', expected one of local, replay, slurm, ssh",
         ),
         (
             ["--transport", "replay", "--replay", "no-such-bundle"],
@@ -160,7 +160,7 @@ def test_bad_settings_are_usage_errors(site, args, message):
 def test_plugin_transport_names_are_known(site):
     p = site.pytest("--transport", "bogus")
     assert usage_error(p) == (
-        "ERROR: nodegate: --transport: got 'bogus', expected one of fake, local, replay, ssh"
+        "ERROR: nodegate: --transport: got 'bogus', expected one of fake, local, replay, slurm, ssh"
     )
 
 

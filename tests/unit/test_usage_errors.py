@@ -90,7 +90,7 @@ CASES = {
     "ini-transport": Case(
         pytest_run("-o", "nodegate_transport=bogus"),
         "--transport (from ini nodegate_transport): got 'bogus', expected one of local, "
-        "replay, ssh",
+        "replay, slurm, ssh",
     ),
     "ssh-config-proxycommand": Case(
         ("--inventory=inv-proxy.yaml",),

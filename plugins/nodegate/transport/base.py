@@ -97,6 +97,13 @@ class Transport(abc.ABC):
                 s = await self._session(node, script)
             except Exception as exc:  # noqa: BLE001 - a transport bug must not lose the fleet
                 s = Session(Reach.ERROR, detail=f"{type(exc).__name__}: {exc}")
+        return await self.outcome(node, stage, script, s, t0)
+
+    async def outcome(
+        self, node: str, stage: str, script: StageScript, s: Session, t0: float
+    ) -> NodeOutcome:
+        """A node's session -> its NodeOutcome (frames parsed, evidence written); every
+        transport builds outcomes here, so the same bytes give the same outcome."""
         reach, detail, connects = s.reach, s.detail, s.connects
         frames = parse_frames(script, s.stdout)
         results = frames.results

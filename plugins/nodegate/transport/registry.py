@@ -2,7 +2,7 @@
 
 `make_transport(hook, settings, nodes, evidence)` is how the pytest plugin and the `nodegate`
 CLI get a transport: the first `pytest_nodegate_make_transport` implementation that knows
-`settings.transport` builds it. This module implements the hooks for ssh, local and replay
+`settings.transport` builds it. This module implements the hooks for ssh, slurm, local and replay
 (`trylast`, so a site plugin may replace one of them).
 """
 
@@ -48,8 +48,15 @@ def _replay(settings: Settings, nodes: Sequence[Node], evidence: EvidenceWriter)
     return ReplayTransport(settings.replay_dir, evidence=evidence)
 
 
+def _slurm(settings: Settings, nodes: Sequence[Node], evidence: EvidenceWriter) -> Transport:
+    from nodegate.transport.slurm import SlurmTransport
+
+    job = f"nodegate-{settings.run_id}" if settings.run_id else "nodegate"
+    return SlurmTransport(nodes, fanout=settings.fanout, evidence=evidence, job_name=job)
+
+
 Builder = Callable[[Settings, Sequence[Node], EvidenceWriter], Transport]
-BUILTIN: dict[str, Builder] = {"ssh": _ssh, "local": _local, "replay": _replay}
+BUILTIN: dict[str, Builder] = {"ssh": _ssh, "local": _local, "replay": _replay, "slurm": _slurm}
 
 
 @pytest.hookimpl(trylast=True)

@@ -104,7 +104,9 @@ def build_script(
         f"ulimit -f {blocks} 2>/dev/null",
         f"_nf_n={n}",
         '_nf_t=/dev/shm; { [ -d "$_nf_t" ] && [ -w "$_nf_t" ]; } || _nf_t=${TMPDIR:-/tmp}',
-        '_nf_p="$_nf_t/.nodegate-$_nf_n"',
+        # $$: tasks of one srun step share the nonce, and may share a machine (a simulated
+        # fleet, or a node running two steps): each session gets its own files.
+        '_nf_p="$_nf_t/.nodegate-$_nf_n-$$"',
         """trap 'rm -f -- "$_nf_p".*' EXIT""",
         _FRAME_FN,
     ]

@@ -1,0 +1,354 @@
+"""`--transport slurm`: a stage's script runs on all its nodes through one `srun` step.
+
+Slurm does the fan-out (its own tree launch and I/O forwarding, no SSH): every node of a group
+whose command lists are identical runs the same framed script (`script.py`, read on stdin
+through `--input=all`), and `--label` says which task, hence which node, wrote each line
+(`srun_output.py`). Each node's bytes then become its NodeOutcome exactly as an SSH session's
+do (`Transport.outcome`). Nodes are Slurm nodes by their inventory label `slurm_node`, else by
+their own name (the mapping `--act slurm` uses). Allocation and node states: `slurm_jobs.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+
+from nodegate.actions.slurm import SLURM_NAME_LABEL, Scontrol, SlurmError
+from nodegate.inventory import Node
+from nodegate.model import CommandSpec, NodeOutcome, Reach
+from nodegate.settings import DEFAULT_FANOUT
+from nodegate.transport.base import Session, Transport, session_limit_reason
+from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.process import RemoteProcess, SpawnError, kill_script, wrap
+from nodegate.transport.script import LAUNCHER, StageScript, build_script
+from nodegate.transport.slurm_jobs import (
+    STOP_GRACE_S,
+    Allocation,
+    existing_allocation,
+    node_states,
+    out_of_service,
+    release,
+    require_programs,
+    run_program,
+    stop_srun,
+    take_allocation,
+)
+from nodegate.transport.srun_output import LabelledStream
+
+# srun's messages that say a node could not take its task (the step is then aborted for all)
+_LAUNCH_FAILED = re.compile(r"(?:failed on node|Node failure on) ([^\s:]+)")
+
+
+class SlurmTransport(Transport):
+    """Stage scripts through srun steps in one allocation; spawns through `srun --overlap`."""
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        *,
+        fanout: int = DEFAULT_FANOUT,
+        evidence: EvidenceWriter | None = None,
+        env: Mapping[str, str] | None = None,
+        job_name: str = "nodegate",
+    ) -> None:
+        super().__init__(fanout=fanout, evidence=evidence)
+        self.env = dict(env if env is not None else os.environ)
+        self.programs = require_programs(self.env)
+        self.nodes = list(nodes)
+        self.slurm_names = {n.name: n.labels.get(SLURM_NAME_LABEL) or n.name for n in nodes}
+        self.scontrol = Scontrol(self.env, self.programs["scontrol"])
+        self.job_name = job_name
+        self.alloc: Allocation | None = None
+        self.steps_started = 0
+        self._alloc_error: str | None = None
+        self._lock: asyncio.Lock | None = None
+        self._blocked: dict[str, Session] = {}  # node -> why it runs nothing (last check)
+        self._addresses: dict[str, str] | None = None
+
+    # -- allocation and node states -------------------------------------------------------
+    async def _allocation(self, nodes: Sequence[str]) -> Allocation:
+        """The run's allocation, taken on first use for `nodes` (inventory names)."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.alloc is not None:
+                return self.alloc
+            if self._alloc_error is not None:
+                raise SlurmError(self._alloc_error)
+            job = self.env.get("SLURM_JOB_ID")
+            try:
+                if job:
+                    nodelist = self.env.get("SLURM_JOB_NODELIST") or self.env.get("SLURM_NODELIST")
+                    if not nodelist:
+                        raise SlurmError(f"SLURM_JOB_ID={job} but no SLURM_JOB_NODELIST")
+                    self.alloc = await existing_allocation(job, nodelist, self.programs, self.env)
+                else:
+                    names = [self.slurm_names[n] for n in nodes]
+                    self.alloc = await take_allocation(
+                        names, self.job_name, self.programs, self.env
+                    )
+            except SlurmError as exc:
+                self._alloc_error = str(exc)
+                raise
+            return self.alloc
+
+    async def _prepare(self, nodes: Sequence[str]) -> dict[str, Session]:
+        """Check Slurm's node states and the allocation: the nodes that run nothing, and why."""
+        try:
+            states = await node_states(self.scontrol)
+        except SlurmError as exc:
+            return {n: Session(Reach.ERROR, detail=f"slurm: {exc}") for n in nodes}
+        bad: dict[str, Session] = {}
+        for n in nodes:
+            why = out_of_service(self.slurm_names[n], states.get(self.slurm_names[n]))
+            if why is not None:
+                bad[n] = Session(Reach.UNREACHABLE, detail=why)
+        good = [n for n in nodes if n not in bad]
+        if good:
+            try:
+                alloc = await self._allocation(good)
+            except SlurmError as exc:
+                return {**bad, **{n: Session(Reach.ERROR, detail=f"slurm: {exc}") for n in good}}
+            for n in good:
+                if self.slurm_names[n] not in alloc.nodes:
+                    why = f"{self.slurm_names[n]} is not in the run's Slurm allocation {alloc.job}"
+                    bad[n] = Session(Reach.UNREACHABLE, detail=why)
+        for n in nodes:
+            self._blocked.pop(n, None)
+        self._blocked.update(bad)
+        return bad
+
+    # -- stage scripts --------------------------------------------------------------------
+    async def run_stage(
+        self, stage: str, plan: Mapping[str, Sequence[CommandSpec]]
+    ) -> dict[str, NodeOutcome]:
+        """One srun step per group of nodes with identical commands, all groups at once."""
+        t0 = time.monotonic()
+        names = list(plan)
+        scripts: dict[tuple[CommandSpec, ...], StageScript] = {}
+        for n in names:
+            key = tuple(plan[n])
+            if key not in scripts:
+                scripts[key] = build_script(key, max_bytes=self.max_output_bytes)
+        sessions = await self._prepare(names)
+        groups: dict[tuple[CommandSpec, ...], list[str]] = {}
+        for n in names:
+            if n not in sessions:
+                groups.setdefault(tuple(plan[n]), []).append(n)
+        for got in await asyncio.gather(*(self._step(g, scripts[k]) for k, g in groups.items())):
+            sessions.update(got)
+        outs = await asyncio.gather(
+            *(self.outcome(n, stage, scripts[tuple(plan[n])], sessions[n], t0) for n in names)
+        )
+        return {o.node: o for o in outs}
+
+    async def _session(self, node: str, script: StageScript) -> Session:
+        bad = await self._prepare([node])
+        if node in bad:
+            return bad[node]
+        return (await self._step([node], script))[node]
+
+    async def _step(self, nodes: list[str], script: StageScript) -> dict[str, Session]:
+        """The script on `nodes` in one srun; once more for the nodes whose step was aborted
+        because another node could not launch (Slurm ends the whole step then)."""
+        try:
+            sessions, again = await self._srun(nodes, script)
+            if again:
+                retried, _ = await self._srun(again, script)
+                sessions.update(retried)
+        except Exception as exc:  # noqa: BLE001 - a transport bug must not lose the fleet
+            why = f"{type(exc).__name__}: {exc}"
+            return {n: Session(Reach.ERROR, detail=why) for n in nodes}
+        return sessions
+
+    def _srun_argv(self, names: Sequence[str], step: str, *args: str) -> list[str]:
+        assert self.alloc is not None
+        k = str(len(names))
+        return [
+            self.programs["srun"], f"--jobid={self.alloc.job}", "--overlap", "-N", k, "-n", k,
+            # arbitrary: task i runs on names[i], which is how a label names its node
+            "-m", "arbitrary", "-w", ",".join(names), "--mpi=none", "-J", step, *args,
+        ]  # fmt: skip
+
+    async def _srun(
+        self, nodes: list[str], script: StageScript
+    ) -> tuple[dict[str, Session], list[str]]:
+        """One step: each node's Session, and the nodes to run again (see `_step`)."""
+        assert self.alloc is not None
+        step = f"nodegate-{secrets.token_hex(4)}"
+        names = [self.slurm_names[n] for n in nodes]
+        argv = self._srun_argv(names, step, "--input=all", "--label", "sh", "-c", LAUNCHER)
+        limit = script.max_session_bytes
+        out, err = LabelledStream(len(nodes), limit), LabelledStream(len(nodes), limit)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self.env,
+                start_new_session=True,  # a Ctrl-C of the run reaches srun through us only
+            )
+        except OSError as exc:
+            why = f"srun could not start: {exc}"
+            return {n: Session(Reach.ERROR, detail=why) for n in nodes}, []
+        self.steps_started += 1
+        timed_out = await self._collect(proc, script, out, err, step)
+        return self._sessions(nodes, script, out, err, timed_out)
+
+    async def _collect(
+        self,
+        proc: asyncio.subprocess.Process,
+        script: StageScript,
+        out: LabelledStream,
+        err: LabelledStream,
+        step: str,
+    ) -> bool:
+        """Feed the script, route srun's output until it ends or the deadline; True: timed out
+        (the step was stopped)."""
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        assert self.alloc is not None
+
+        async def feed(w: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError):  # srun gone: its output says why
+                w.write(script.text.encode())
+                await w.drain()
+                w.close()
+
+        async def pump(r: asyncio.StreamReader, dest: LabelledStream) -> None:
+            while chunk := await r.read(65536):
+                dest.feed(chunk)
+            dest.close()
+
+        readers = asyncio.ensure_future(
+            asyncio.gather(feed(proc.stdin), pump(proc.stdout, out), pump(proc.stderr, err))
+        )
+        try:
+            done, _ = await asyncio.wait({readers}, timeout=script.deadline_s)
+            timed_out = readers not in done
+            if timed_out:
+                await stop_srun(proc, step, self.alloc, self.programs, self.env)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(readers), STOP_GRACE_S * 2)
+            await asyncio.wait_for(proc.wait(), STOP_GRACE_S * 2)
+        except BaseException:
+            await asyncio.shield(stop_srun(proc, step, self.alloc, self.programs, self.env))
+            readers.cancel()
+            raise
+        finally:
+            if not readers.done():
+                readers.cancel()
+        return timed_out
+
+    def _sessions(
+        self,
+        nodes: list[str],
+        script: StageScript,
+        out: LabelledStream,
+        err: LabelledStream,
+        timed_out: bool,
+    ) -> tuple[dict[str, Session], list[str]]:
+        """Each node's Session from its routed bytes; the aborted ones to run again."""
+        done = f"@@{script.nonce} DONE\n".encode()
+        limit = script.max_session_bytes
+        failed = {m.group(1): line for line in err.stray if (m := _LAUNCH_FAILED.search(line))}
+        sessions: dict[str, Session] = {}
+        again: list[str] = []
+        for i, n in enumerate(nodes):
+            o, e = out.of(i), err.of(i)
+            name = self.slurm_names[n]
+            if out.flooded(i) or err.flooded(i):
+                too_much = session_limit_reason(limit, limit + 1) or "output caps exceeded"
+                sessions[n] = Session(Reach.ERROR, o, e, too_much)
+            elif o.endswith(done):
+                sessions[n] = Session(Reach.OK, o, e)
+            elif timed_out:
+                why = f"session exceeded its {script.deadline_s:g} s deadline"
+                sessions[n] = Session(Reach.TIMEOUT, o, e, why)
+            elif name in failed:
+                why = f"Slurm could not start the stage on {name}: {failed[name]}"
+                sessions[n] = Session(Reach.UNREACHABLE, o, e, why)
+            elif failed and not o:
+                again.append(n)
+            else:
+                said = [x for x in err.stray if re.search(rf"\b{re.escape(name)}\b", x)]
+                sessions[n] = Session(Reach.OK, o, e + "".join(f"{x}\n" for x in said).encode())
+        return sessions, again
+
+    # -- active stages --------------------------------------------------------------------
+    def address(self, node: str) -> str:
+        """The node's SSH host name from the inventory, as the SSH transport gives it."""
+        if self._addresses is None:
+            from nodegate.transport.targets import resolve_targets
+
+            self._addresses = {k: t.hostname for k, t in resolve_targets(self.nodes, None).items()}
+        return self._addresses.get(node, node)
+
+    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+        if node not in self.slurm_names:
+            raise SpawnError(node, Reach.ERROR.value, "not a node of this run")
+        if self.alloc is None:
+            await self._prepare([node])
+        if node in self._blocked:
+            s = self._blocked[node]
+            raise SpawnError(node, s.reach.value, s.detail)
+        p = SrunProcess(node, cmd, timeout_s, self)
+        step = f"nodegate-spawn-{secrets.token_hex(4)}"
+        argv = self._srun_argv([self.slurm_names[node]], step, "--input=none")
+        try:
+            p.proc = await asyncio.create_subprocess_exec(
+                *argv, "sh", "-c", wrap(cmd, timeout_s, p.tag),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=self.env, start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:
+            raise SpawnError(node, Reach.ERROR.value, f"srun could not start: {exc}") from None
+        return p
+
+    async def run_on(self, node: str, cmd: str, timeout_s: float) -> tuple[int, str, str]:
+        """A short command on `node` in its own step (kill a spawned process)."""
+        step = f"nodegate-kill-{secrets.token_hex(4)}"
+        argv = self._srun_argv([self.slurm_names[node]], step, "--input=none")
+        return await run_program([*argv, "sh", "-c", cmd], self.env, timeout_s)
+
+    async def close(self) -> None:
+        """Release the allocation this run took (one it was started in is left as it is)."""
+        alloc, self.alloc = self.alloc, None
+        if alloc is not None:
+            await release(alloc, self.programs, self.env)
+
+
+class SrunProcess(RemoteProcess):
+    """A spawned command in its own `srun --overlap` step, srun a child of the controller."""
+
+    proc: asyncio.subprocess.Process
+
+    def __init__(self, node: str, cmd: str, timeout_s: float, transport: SlurmTransport) -> None:
+        super().__init__(node, cmd, timeout_s)
+        self.transport = transport
+
+    async def _read_out(self, n: int) -> bytes:
+        assert self.proc.stdout is not None
+        return await self.proc.stdout.read(n)
+
+    async def _read_err(self, n: int) -> bytes:
+        assert self.proc.stderr is not None
+        return await self.proc.stderr.read(n)
+
+    async def _returncode(self) -> int | None:
+        return await self.proc.wait()
+
+    async def _run_kill(self, pid: int) -> None:
+        # On failure the command's own `timeout` still ends it.
+        await self.transport.run_on(self.node, kill_script(pid), 15)
+
+    def _close(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()  # srun only: the command was killed by PID, or ends at `timeout`
