@@ -24,6 +24,12 @@ from nodegate.errors import ConfigError
 from nodegate.names import NAME_RULE, is_name
 
 DEFAULT_FANOUT = 256
+# Remote processes (SSH channels, srun children) an active stage has open at once over the whole
+# fleet. Channels share each node's one connection, so the cost is the controller's: per channel
+# a few KB of state and buffers plus its share of one event loop. 4,096 runs 2,048 ib_write_bw
+# pairs at once (a 512-node, 8-rail round in one wave; 1,024 nodes in two) and stays inside a
+# controller's memory even if a few hundred of them print up to the byte cap.
+DEFAULT_MAX_ACTIVE = 4096
 DEFAULT_TRANSPORT = "ssh"
 REPLAY_TRANSPORT = "replay"
 BUNDLE_HINT = "a capture bundle or a run's raw/"
@@ -61,6 +67,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "append",
     ),
     OptionSpec("--fanout", f"concurrent node sessions (default {DEFAULT_FANOUT})", "N"),
+    OptionSpec(
+        "--max-active",
+        "remote processes active stages keep open at once over the fleet "
+        f"(default: the inventory's settings.max_active, else {DEFAULT_MAX_ACTIVE})",
+        "N",
+    ),
     OptionSpec(
         "--connect-timeout",
         "SSH connect deadline in seconds (default: inventory, ssh_config, then 10)",
@@ -118,6 +130,7 @@ class Settings:
     profile: str | None = None
     profiles_dirs: tuple[Path, ...] = ()  # the user's, searched before the shipped profiles
     fanout: int = DEFAULT_FANOUT
+    max_active: int | None = None  # None: the inventory's settings.max_active, else the default
     connect_timeout_s: float | None = None  # None: the inventory's, then ssh_config's, then 10
     accept_new_hostkeys: bool = False
     transport: str = DEFAULT_TRANSPORT
@@ -131,6 +144,13 @@ class Settings:
     act: tuple[str, ...] = ()
     apply: bool = False
     kubeconfig: Path | None = None
+
+    def active_limit(self, inventory_max_active: int | None) -> int:
+        """The channel limit of active stages: given (command line or ini), else the
+        inventory's (a simulated fleet's lower one), else DEFAULT_MAX_ACTIVE."""
+        if self.max_active is not None:
+            return self.max_active
+        return DEFAULT_MAX_ACTIVE if inventory_max_active is None else inventory_max_active
 
     def profile_search_path(self) -> list[Path]:
         """Profile directories in the order they are searched: the user's, then the shipped."""
@@ -172,6 +192,10 @@ def _whole(g: _Given, default: int) -> int:
     if isinstance(g.value, bool) or not _WHOLE.fullmatch(text) or int(text) < 1:
         raise g.bad("a whole number >= 1")
     return int(text)
+
+
+def _optional_whole(g: _Given) -> int | None:
+    return None if g.value is None else _whole(g, 0)
 
 
 def _seconds(g: _Given) -> float | None:
@@ -302,6 +326,7 @@ def build_settings(
         profile=_text(given("--profile")),
         profiles_dirs=_dirs(given("--profiles-dir")),
         fanout=_whole(given("--fanout"), DEFAULT_FANOUT),
+        max_active=_optional_whole(given("--max-active")),
         connect_timeout_s=_seconds(given("--connect-timeout")),
         accept_new_hostkeys=_boolean(given("--accept-new-hostkeys")),
         transport=transport,
