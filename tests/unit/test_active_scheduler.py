@@ -19,6 +19,7 @@ from nodegate.active.skeleton import concurrency_doc, run_round
 from nodegate.inventory import Node, SSHSettings
 from nodegate.model import Verdict
 from nodegate.profiles import ProfileLibrary
+from nodegate.settings import DEFAULT_MAX_ACTIVE
 from nodegate.stages.ib_pairs.campaign import PairCampaign
 from nodegate.stages.ib_pairs.plan import PairTest
 from nodegate.stages.ib_pairs.profile import ib_pairs_profile, profile_rails
@@ -122,16 +123,17 @@ async def start(
 
 
 def test_a_round_on_disjoint_hardware_starts_every_test_before_any_ends() -> None:
-    # 1,024 ib_pairs-like tests over 256 nodes x 8 rails, each on its own two (node, rail)s.
+    # The round: 4,096 rail tests over 1,024 nodes x 8 rails, each on its own two
+    # (node, rail)s, at the default channel limit.
     tests = [
         t(f"r{rail}-n{i}", (f"n{2 * i}", rail), (f"n{2 * i + 1}", rail))
         for rail in range(8)
-        for i in range(128)
+        for i in range(512)
     ]
     c = Fake()
 
     async def go() -> tuple[list[str], Usage]:
-        task = await start(c, tests, 4096)
+        task = await start(c, tests, DEFAULT_MAX_ACTIVE)
         first = c.gates.started()
         c.gates.end(*(x.key for x in tests))
         _, used = await task
@@ -140,7 +142,7 @@ def test_a_round_on_disjoint_hardware_starts_every_test_before_any_ends() -> Non
     first, used = asyncio.run(go())
     assert first == [x.key for x in tests]
     assert c.gates.log[: len(tests)] == [("start", x.key) for x in tests]
-    assert used == Usage(peak_tests=1024, peak_channels=2048)
+    assert used == Usage(peak_tests=4096, peak_channels=8192)
 
 
 def test_tests_sharing_a_node_rail_never_overlap() -> None:
@@ -149,7 +151,7 @@ def test_tests_sharing_a_node_rail_never_overlap() -> None:
     c = Fake()
 
     async def go() -> list[list[str]]:
-        task = await start(c, tests, 4096)
+        task = await start(c, tests, DEFAULT_MAX_ACTIVE)
         seen = [c.gates.started()]
         for key in ("ab0", "ac0", "bc0", "ab1"):
             c.gates.end(key)
@@ -200,7 +202,7 @@ def test_rails_concurrent_false_serializes_a_nodes_rails(
     tests.append(PairTest(1, "c", "e"))
 
     async def go() -> tuple[list[str], list[str]]:
-        task = await start(camp, tests, 4096)
+        task = await start(camp, tests, DEFAULT_MAX_ACTIVE)
         first = camp.gates.started()
         camp.gates.end("rail0-a-to-b", "rail0-c-to-d")
         await settle()
@@ -266,7 +268,7 @@ def test_results_come_in_plan_order_whatever_order_tests_end_in() -> None:
     c = Fake()
 
     async def go() -> list[str]:
-        task = await start(c, tests, 4096)
+        task = await start(c, tests, DEFAULT_MAX_ACTIVE)
         for x in reversed(tests):
             c.gates.end(x.key)
             await settle()
@@ -333,7 +335,7 @@ def test_cancelling_a_round_cancels_its_running_and_waiting_tests() -> None:
     c = Fake()
 
     async def go() -> list[str]:
-        task = await start(c, tests, 4096)
+        task = await start(c, tests, DEFAULT_MAX_ACTIVE)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

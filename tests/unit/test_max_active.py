@@ -38,7 +38,7 @@ def test_which_limit_a_run_uses(
 
 
 def test_the_default_and_its_validation() -> None:
-    assert DEFAULT_MAX_ACTIVE == 4096
+    assert DEFAULT_MAX_ACTIVE == 8192
     assert build({}, {}).max_active is None
     with pytest.raises(ConfigError) as exc:
         build({"nodegate_max_active": "-3"}, {})
