@@ -2,11 +2,14 @@
 
     python bench/bench_ib_pairs.py                       # 16 and 128 nodes, 1 and 5 faulty rails
     python bench/bench_ib_pairs.py --sizes 1024
+    python bench/bench_ib_pairs.py --sizes 256 --faults 1 --max-active 4096   # limit raised
 
 Each simulated ib_write_bw side is a real process (a Python server or client over loopback),
 so at 1,024 nodes x 8 rails a round starts ~8,000 processes on this machine: the wall time
-measures the simulated fleet as much as nodegate. Prints rounds used, tests run, wall time,
-and whether exactly the faulty (node, rail) pairs were blamed.
+measures the simulated fleet as much as nodegate. Prints rounds used, tests run, the channel
+limit (the fleet's own, `settings.max_active` of its inventory, unless --max-active), the most
+tests and channels held at once and the wall time of each round (from the plan file), the
+stage's wall time, and whether exactly the faulty (node, rail) pairs were blamed.
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ def model(n: int, faults: int) -> tuple[dict[str, object], set[tuple[str, int]]]
     return doc, bad
 
 
-def run(n: int, faults: int, fanout: int) -> dict[str, object]:
+def run(n: int, faults: int, fanout: int, max_active: int | None) -> dict[str, object]:
     from nodegate.engine import Engine
     from nodegate.inventory import load_inventory
     from nodegate.profiles import ProfileLibrary
+    from nodegate.settings import DEFAULT_MAX_ACTIVE
     from nodegate.sim.fleet import build_fleet
     from nodegate.stages.base import StageOptions
     from nodegate.stages.ib_pairs import STAGE
@@ -52,14 +56,17 @@ def run(n: int, faults: int, fanout: int) -> dict[str, object]:
     fleet = build_fleet(tmp / "model.yaml", tmp / "fleet", subnet="127.93")
     fleet.start(timeout_s=120)
     try:
-        nodes = list(load_inventory(fleet.root / "inventory.yaml").nodes)
+        inv = load_inventory(fleet.root / "inventory.yaml")
+        nodes = list(inv.nodes)
+        limit = max_active or inv.settings.max_active or DEFAULT_MAX_ACTIVE
         lib = ProfileLibrary([REPO / "inventories" / "profiles"])
         profiles = {x.name: lib.get(x.profile or "") for x in nodes}
         run_dir = tmp / "run"
         transport = SSHTransport(
             nodes, fanout=fanout, evidence=EvidenceWriter(run_dir / "raw", "ssh")
         )
-        engine = Engine(nodes, profiles, transport, run_dir, [STAGE], StageOptions(fanout=fanout))
+        opts = StageOptions(fanout=fanout, max_active=limit)
+        engine = Engine(nodes, profiles, transport, run_dir, [STAGE], opts)
         sel = [(c.id, x.name) for c in STAGE.checks for x in nodes]
 
         async def go() -> object:
@@ -92,6 +99,14 @@ def run(n: int, faults: int, fanout: int) -> dict[str, object]:
             "faulty_rails": faults,
             "rounds": loc["rounds_used"],
             "tests": sum(len(r["tests"]) for r in plan["rounds"]),
+            "max_active": limit,
+            "at_once tests/ch": " ".join(
+                f"{r['concurrency']['used']['tests']}/{r['concurrency']['used']['channels']}"
+                for r in plan["rounds"]
+            ),
+            "round_wall_s": " ".join(
+                f"{r['concurrency']['used']['wall_s']:.1f}" for r in plan["rounds"]
+            ),
             "wall_s": round(wall, 1),
             "blamed_exactly_faults": blamed == bad,
             "rejected_nodes": len(failing),
@@ -105,12 +120,15 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="16,128")
     ap.add_argument("--faults", default="1,5")
-    # Concurrent tests. Every simulated side is a real process on these 2 cores: past ~64 at
-    # once, servers miss their readiness deadline and healthy rails fail (closed).
+    # Passive node sessions (the stray check after the stage).
     ap.add_argument("--fanout", type=int, default=64)
+    # Channels of the active rounds: default the fleet's own limit (its inventory's). Every
+    # simulated side is a real process on these cores: too many at once and servers miss
+    # their readiness deadline, so healthy rails fail (closed).
+    ap.add_argument("--max-active", type=int, default=None)
     a = ap.parse_args()
     rows = [
-        run(n, f, a.fanout)
+        run(n, f, a.fanout, a.max_active)
         for n in map(int, a.sizes.split(","))
         for f in map(int, a.faults.split(","))
     ]

@@ -60,7 +60,12 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
         state.profiles,
         state.transport,
         state.run_dir,
-        options=StageOptions(fanout=state.settings.fanout, log=progress.log, progress=progress),
+        options=StageOptions(
+            fanout=state.settings.fanout,
+            max_active=state.settings.active_limit(state.inventory.settings.max_active),
+            log=progress.log,
+            progress=progress,
+        ),
     )
     try:
         with progress:

@@ -24,6 +24,13 @@ from nodegate.errors import ConfigError
 from nodegate.names import NAME_RULE, is_name
 
 DEFAULT_FANOUT = 256
+# Remote processes (SSH channels, srun children) active stages keep open at once over the
+# fleet. Channels share each node's one connection, so the cost is the controller's: measured
+# 5.8 KB of RSS and 0.36 ms of CPU per open channel (bench/bench_channels.py), plus what each
+# prints (an ib_write_bw side: ~2 KB). 8,192 is a whole 1,024-node, 8-rail ib_pairs round at
+# once (4,096 pairs, two processes each: ~50 MB, ~3 s of CPU to open), while still bounding
+# what one controller holds on a larger fleet (a 5,000-node round runs in five waves).
+DEFAULT_MAX_ACTIVE = 8192
 DEFAULT_TRANSPORT = "ssh"
 REPLAY_TRANSPORT = "replay"
 BUNDLE_HINT = "a capture bundle or a run's raw/"
@@ -61,6 +68,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "append",
     ),
     OptionSpec("--fanout", f"concurrent node sessions (default {DEFAULT_FANOUT})", "N"),
+    OptionSpec(
+        "--max-active",
+        "remote processes active stages keep open at once over the fleet "
+        f"(default: the inventory's settings.max_active, else {DEFAULT_MAX_ACTIVE})",
+        "N",
+    ),
     OptionSpec(
         "--connect-timeout",
         "SSH connect deadline in seconds (default: inventory, ssh_config, then 10)",
@@ -119,6 +132,7 @@ class Settings:
     profile: str | None = None
     profiles_dirs: tuple[Path, ...] = ()  # the user's, searched before the shipped profiles
     fanout: int = DEFAULT_FANOUT
+    max_active: int | None = None  # None: the inventory's settings.max_active, else the default
     connect_timeout_s: float | None = None  # None: the inventory's, then ssh_config's, then 10
     accept_new_hostkeys: bool = False
     transport: str = DEFAULT_TRANSPORT
@@ -132,6 +146,13 @@ class Settings:
     act: tuple[str, ...] = ()
     apply: bool = False
     kubeconfig: Path | None = None
+
+    def active_limit(self, inventory_max_active: int | None) -> int:
+        """The channel limit of active stages: given (command line or ini), else the
+        inventory's (a simulated fleet's lower one), else DEFAULT_MAX_ACTIVE."""
+        if self.max_active is not None:
+            return self.max_active
+        return DEFAULT_MAX_ACTIVE if inventory_max_active is None else inventory_max_active
 
     def profile_search_path(self) -> list[Path]:
         """Profile directories in the order they are searched: the user's, then the shipped."""
@@ -173,6 +194,10 @@ def _whole(g: _Given, default: int) -> int:
     if isinstance(g.value, bool) or not _WHOLE.fullmatch(text) or int(text) < 1:
         raise g.bad("a whole number >= 1")
     return int(text)
+
+
+def _optional_whole(g: _Given) -> int | None:
+    return None if g.value is None else _whole(g, 0)
 
 
 def _seconds(g: _Given) -> float | None:
@@ -303,6 +328,7 @@ def build_settings(
         profile=_text(given("--profile")),
         profiles_dirs=_dirs(given("--profiles-dir")),
         fanout=_whole(given("--fanout"), DEFAULT_FANOUT),
+        max_active=_optional_whole(given("--max-active")),
         connect_timeout_s=_seconds(given("--connect-timeout")),
         accept_new_hostkeys=_boolean(given("--accept-new-hostkeys")),
         transport=transport,

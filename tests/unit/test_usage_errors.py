@@ -38,6 +38,9 @@ def site(tmp_path: Path) -> Path:
     (tmp_path / "inv-include.yaml").write_text(inventory_with("include_config"))
     (tmp_path / "unreadable_config").write_text("Include /proc/self/mem\n")  # EIO, even as root
     (tmp_path / "inv-unreadable.yaml").write_text(inventory_with("unreadable_config"))
+    (tmp_path / "inv-max-active.yaml").write_text(
+        "version: 1\nsettings: {max_active: 0}\nnodes: {n1: {profile: generic-hgx-h100}}\n"
+    )
     (tmp_path / "reports" / "used").mkdir(parents=True)
     return tmp_path
 
@@ -61,6 +64,17 @@ CASES = {
     ),
     "fanout-zero": Case(
         pytest_run("--fanout", "0"), "--fanout: got '0', expected a whole number >= 1"
+    ),
+    "max-active-zero": Case(
+        pytest_run("--max-active", "0"), "--max-active: got '0', expected a whole number >= 1"
+    ),
+    "ini-max-active": Case(
+        pytest_run("-o", "nodegate_max_active=many"),
+        "--max-active (from ini nodegate_max_active): got 'many', expected a whole number >= 1",
+    ),
+    "inventory-max-active": Case(
+        ("--inventory=inv-max-active.yaml",),
+        "inv-max-active.yaml: settings.max_active: 0 out of range (expected a whole number >= 1)",
     ),
     "connect-timeout-zero": Case(
         pytest_run("--connect-timeout", "0"),

@@ -113,9 +113,18 @@ class Campaign(abc.ABC, Generic[T]):
     def test_key(self, test: T) -> str:
         """A test's id within its round (`rail3-gpu026-to-gpu001`); ids are `r<round>-<key>`."""
 
-    def serial_key(self, test: T) -> Hashable | None:
-        """Tests of a round with the same key run one after another; None: with the rest."""
-        return None
+    def resources(self, test: T) -> frozenset[Hashable]:
+        """The hardware the test holds while it runs: two tests that share any of it never
+        overlap (`active.scheduler`). Default: each of its nodes (a node takes part in one
+        test at a time); ib_pairs: each of its two nodes' rail."""
+        return frozenset(self.test_nodes(test))
+
+    def channels(self, test: T) -> int:
+        """How many processes the test starts through `spawn` (or as children of the
+        controller): each holds a channel until it ends, and the running tests' sum stays
+        under --max-active. A test that spawns more is a campaign bug (RuntimeError).
+        Default: one per node."""
+        return len(self.test_nodes(test))
 
     @abc.abstractmethod
     async def execute(self, test: T, spawn: Spawner) -> Execution:

@@ -78,13 +78,22 @@ class ProcessLedger:
 
 
 class SpawnScope:
-    """The spawns of one test, through the ledger: what the test started, and where."""
+    """The spawns of one test, through the ledger: what the test started, and where; at most
+    `allowed` of them (the channels its campaign declared and the scheduler reserved)."""
 
-    def __init__(self, ledger: ProcessLedger) -> None:
+    def __init__(self, ledger: ProcessLedger, allowed: int | None = None) -> None:
         self.ledger = ledger
+        self.allowed = allowed
+        self.attempts = 0
         self.started: list[RemoteProcess] = []
 
     async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+        self.attempts += 1
+        if self.allowed is not None and self.attempts > self.allowed:
+            raise RuntimeError(
+                f"a test started more than the {self.allowed} process(es) its campaign's "
+                f"channels() declares (spawning on {node}): the --max-active count is wrong"
+            )
         p = await self.ledger.spawn(node, cmd, timeout_s)
         self.started.append(p)
         return p

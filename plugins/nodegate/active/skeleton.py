@@ -2,8 +2,10 @@
 
     plan         the localizer's rounds; each written to <run>/<stage>/plan-<campaign>.json
                  before it runs
-    run          every test of a round at once (bounded by --fanout; tests sharing a serial
-                 key one after another), remote processes only through the ledger
+    run          every test of a round at once, each as soon as the hardware it holds is free
+                 (the campaign's `resources`: a node's rail, a node) and its processes fit
+                 under --max-active (`active.scheduler`); remote processes only through the
+                 ledger; the plan file says the concurrency planned and used
     sanity       could every node run its side (else the outcome names the nodes `lost`: their
                  error, no judgement on the others); did the tool run, is its output
                  understood: a value or a tool error (ERROR)
@@ -22,7 +24,8 @@ import abc
 import asyncio
 import functools
 import json
-from collections.abc import Callable, Hashable, Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -31,6 +34,7 @@ from nodegate.active.evidence import ActiveEvidence
 from nodegate.active.judge import cleanup_verdicts
 from nodegate.active.ledger import ProcessLedger, SpawnScope
 from nodegate.active.rounds import Outcome, Round
+from nodegate.active.scheduler import Claim, Scheduler, Usage, first_wave
 from nodegate.model import Verdict
 from nodegate.stages.base import Stage, StageContext, StageOptions
 from nodegate.transport.evidence import EvidenceWriter
@@ -93,7 +97,8 @@ async def localize(
     planned: list[dict[str, Any]] = []
     while pending:
         rnd = pending.pop(0)
-        plan_round(c, rnd, planned, out_dir)
+        claims = [Claim(c.resources(t), c.channels(t)) for t in rnd.tests]
+        plan_round(c, rnd, planned, out_dir, concurrency_doc(claims, opts.max_active))
         if opts.log is not None:
             opts.log(f"{stage} {c.name}: round {rnd.id.label}: {len(rnd.tests)} tests")
         done = None
@@ -101,7 +106,15 @@ async def localize(
             label = f"{c.name}: round {rnd.id.label}"
             opts.progress.round_started(stage, label, len(rnd.tests))
             done = functools.partial(opts.progress.test_done, stage, label)
-        for test, execution in await run_round(c, rnd, ledger, opts.fanout, done):
+        t0 = time.monotonic()
+        results, used = await run_round(c, rnd, ledger, opts.max_active, done)
+        planned[-1]["concurrency"]["used"] = {
+            "tests": used.peak_tests,
+            "channels": used.peak_channels,
+            "wall_s": round(time.monotonic() - t0, 3),
+        }
+        write_plan(c, planned, out_dir)
+        for test, execution in results:
             book.add(rnd.id, test, c.test_doc(test), execution)
             c.localizer.add(judge(c, rnd, test, execution))
         await book.flush()
@@ -111,15 +124,37 @@ async def localize(
                 pending.append(nxt)
 
 
-def plan_round(c: Campaign[T], rnd: Round[T], planned: list[dict[str, Any]], out_dir: Path) -> None:
+def concurrency_doc(claims: list[Claim], max_active: int) -> dict[str, Any]:
+    """What the plan says of a round's concurrency before it runs: the channel limit, the
+    channels its tests declare in all, and how many tests and channels start at once."""
+    start = first_wave(claims, max_active)
+    return {
+        "max_active": max_active,
+        "channels": sum(c.channels for c in claims),
+        "at_start": {"tests": start.peak_tests, "channels": start.peak_channels},
+    }
+
+
+def plan_round(
+    c: Campaign[T],
+    rnd: Round[T],
+    planned: list[dict[str, Any]],
+    out_dir: Path,
+    concurrency: dict[str, Any],
+) -> None:
     """Write the plan so far, this round included, before the round runs."""
     planned.append(
         {
             "round": rnd.id.label,
             "id": rnd.id.doc(),
+            "concurrency": concurrency,
             "tests": [c.test_doc(t) for t in rnd.tests],
         }
     )
+    write_plan(c, planned, out_dir)
+
+
+def write_plan(c: Campaign[T], planned: list[dict[str, Any]], out_dir: Path) -> None:
     write_json(out_dir / f"plan-{c.name}.json", {**c.plan_header(), "rounds": planned})
 
 
@@ -127,15 +162,17 @@ async def run_round(
     c: Campaign[T],
     rnd: Round[T],
     ledger: ProcessLedger,
-    limit: int,
+    max_active: int,
     on_done: Callable[[], None] | None = None,
-) -> list[tuple[T, Execution]]:
-    """Every test of the round at once, at most `limit` running; results in plan order."""
-    sem = asyncio.Semaphore(limit)
+) -> tuple[list[tuple[T, Execution]], Usage]:
+    """Every test of the round, each once its resources are free and its channels fit under
+    `max_active` (`active.scheduler`); results in plan order, and what the round used."""
+    sched = Scheduler(max_active)
 
-    async def one(t: T) -> tuple[T, Execution]:
-        async with sem:
-            scope = SpawnScope(ledger)
+    async def one(i: int, t: T) -> tuple[T, Execution]:
+        claim = Claim(c.resources(t), c.channels(t))
+        async with sched.hold(i, claim):
+            scope = SpawnScope(ledger, claim.channels)
             try:
                 run = await c.execute(t, scope)
             except SpawnError as exc:
@@ -143,24 +180,16 @@ async def run_round(
                 # in this test, never the stage's.
                 why = spawn_failure(exc)
                 run = Execution((Side(exc.node, "spawn", "", None, f"not started: {why}", why),))
-            # Nodes with a side of their own ran (or failed to start) their own process:
-            # only the others (a launcher's ranks) are checked for the test's tags.
-            own = {s.node for s in run.sides}
-            scope.watch_on([n for n in c.test_nodes(t) if n not in own])
-            if on_done is not None:
-                on_done()
-            return t, run
+        # Nodes with a side of their own ran (or failed to start) their own process:
+        # only the others (a launcher's ranks) are checked for the test's tags.
+        own = {s.node for s in run.sides}
+        scope.watch_on([n for n in c.test_nodes(t) if n not in own])
+        if on_done is not None:
+            on_done()
+        return t, run
 
-    groups: dict[Hashable, list[T]] = {}
-    for i, t in enumerate(rnd.tests):
-        key = c.serial_key(t)
-        groups.setdefault(("alone", i) if key is None else ("serial", key), []).append(t)
-
-    async def serial(ts: Sequence[T]) -> list[tuple[T, Execution]]:
-        return [await one(t) for t in ts]
-
-    nested = await asyncio.gather(*(serial(ts) for ts in groups.values()))
-    return [r for rs in nested for r in rs]
+    results = await asyncio.gather(*(one(i, t) for i, t in enumerate(rnd.tests)))
+    return list(results), sched.usage
 
 
 def judge(c: Campaign[T], rnd: Round[T], test: T, run: Execution) -> Outcome[T]:

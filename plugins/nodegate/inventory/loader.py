@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -23,7 +24,7 @@ from nodegate.inventory.build import (
     overlay,
     resolve_path,
 )
-from nodegate.inventory.model import Inventory
+from nodegate.inventory.model import Inventory, InventorySettings
 from nodegate.inventory.select import StrictGroupSource, UnknownGroupError, fold, parse_nodeset
 from nodegate.inventory.yamlio import check_string_keys, load_yaml, read_text, validate_schema
 from nodegate.names import MAX_NODES, check_expression
@@ -184,4 +185,9 @@ def load_nodegate(source: str, doc: Mapping[str, Any]) -> Inventory:
         )
         for name in entries
     }
-    return build_inventory(source, "nodegate", settings, members)
+    inventory = build_inventory(source, "nodegate", settings, members)
+    run = doc.get("settings") or {}  # schema-checked: known keys, whole numbers >= 1
+    limit = run.get("max_active")
+    return dataclasses.replace(
+        inventory, settings=InventorySettings(None if limit is None else int(limit))
+    )

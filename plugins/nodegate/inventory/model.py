@@ -112,6 +112,13 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class InventorySettings:
+    """Run settings an inventory asks for (its `settings:`); the command line overrides each."""
+
+    max_active: int | None = None  # active stages' channel limit (--max-active)
+
+
+@dataclass(frozen=True, slots=True)
 class Inventory:
     """Nodes in natural order, groups, and where they were read from."""
 
@@ -119,6 +126,7 @@ class Inventory:
     format: str  # "nodegate" | "ansible-ini" | "ansible-yaml"
     nodes: tuple[Node, ...]
     groups: Mapping[str, tuple[str, ...]]
+    settings: InventorySettings = InventorySettings()
     _index: Mapping[str, Node] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:

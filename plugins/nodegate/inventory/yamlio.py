@@ -164,6 +164,8 @@ def _describe(error: Any) -> str:
         words = " or ".join(_TYPE_WORDS.get(w, w) for w in wanted)
         hint = " (quote it)" if "string" in wanted and not isinstance(inst, dict | list) else ""
         return f"{path}: expected {words}, got {_kind(inst)} {inst!r}{hint}"
+    if kind in ("minimum", "maximum") and "maximum" not in schema:
+        return f"{path}: {inst!r} out of range (expected a whole number >= {schema['minimum']})"
     if kind in ("minimum", "maximum"):
         return f"{path}: {inst!r} out of range (expected {schema['minimum']}..{schema['maximum']})"
     if kind == "exclusiveMinimum":

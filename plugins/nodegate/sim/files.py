@@ -54,6 +54,7 @@ def write_inventory(root: Path, model: FleetModel) -> None:
 
     inv = {
         "version": 1,
+        "settings": dict(model.settings),
         "defaults": {
             "profile": model.profile,
             "ssh": {

@@ -41,6 +41,10 @@ TRANSPORT_FAULTS = {
         "nonce and prints frames claiming a healthy node"
     ),
 }
+# A simulated fleet's own run settings, unless its model says otherwise: its ib_write_bw sides,
+# sshd sessions and shells all run on this machine's cores, so 64 at once (32 ib_pairs tests)
+# is what two cores carry without servers missing their readiness deadline (bench_ib_pairs).
+SIM_SETTINGS: Mapping[str, Any] = {"max_active": 64}
 # Faults on a named tool; all of them work on the tools rendered as stubs, only `missing` on
 # the tools that run as real processes (ib_write_bw, numactl).
 TOOL_FAULTS = ("missing", "hang", "garbage", "flood", "forge")
@@ -78,6 +82,9 @@ class FleetModel:
     source: str
     nodes: tuple[SimNode, ...]
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Run settings its inventory carries (`settings:` of the inventory schema): by default a
+    # lower channel limit than the product's, as every node's processes share this machine.
+    settings: Mapping[str, Any] = field(default_factory=lambda: dict(SIM_SETTINGS))
 
     def node(self, name: str) -> SimNode:
         for n in self.nodes:
@@ -156,7 +163,10 @@ def load_model(
     doc = load_yaml(str(p), text)
     if not isinstance(doc, dict):
         raise ConfigError(f"{p}: a fleet model is a mapping")
-    allowed = {"name", "profile", "nodes", "hardware", "racks", "overrides", "faults", "extra"}
+    allowed = {
+        *("name", "profile", "nodes", "hardware", "racks", "overrides", "faults", "extra"),
+        "settings",
+    }
     unknown = set(doc) - allowed
     if unknown:
         raise ConfigError(f"{p}: unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -210,4 +220,18 @@ def load_model(
         source=str(p),
         nodes=tuple(nodes),
         extra=doc.get("extra") or {},
+        settings=_settings(doc.get("settings"), f"{p}: settings"),
     )
+
+
+def _settings(raw: Any, where: str) -> dict[str, Any]:
+    """The fleet's run settings over SIM_SETTINGS (checked again with the inventory's schema
+    when the run reads the inventory)."""
+    if raw is None:
+        return dict(SIM_SETTINGS)
+    if not isinstance(raw, Mapping) or set(raw) - set(SIM_SETTINGS):
+        raise ConfigError(f"{where}: a mapping of {', '.join(sorted(SIM_SETTINGS))}, got {raw!r}")
+    limit = raw.get("max_active", SIM_SETTINGS["max_active"])
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"{where}.max_active: got {limit!r}, expected a whole number >= 1")
+    return {**SIM_SETTINGS, **raw}

@@ -17,7 +17,7 @@ from nodegate.errors import ParseError
 from nodegate.inventory import Node
 from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import Profile
-from nodegate.settings import DEFAULT_FANOUT
+from nodegate.settings import DEFAULT_FANOUT, DEFAULT_MAX_ACTIVE
 from nodegate.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -39,9 +39,11 @@ class CheckSpec:
 
 @dataclass(frozen=True, slots=True)
 class StageOptions:
-    """The run's options a stage reads: the fan-out limit, and where to show progress lines."""
+    """The run's options a stage reads: the fan-out limit (passive node sessions), the channel
+    limit (active stages' remote processes), and where to show progress lines."""
 
     fanout: int = DEFAULT_FANOUT
+    max_active: int = DEFAULT_MAX_ACTIVE
     log: Callable[[str], None] | None = None  # active stages show their plan as they go
     progress: ProgressSink | None = None  # stages, nodes and rounds as they go (nodegate.progress)
 

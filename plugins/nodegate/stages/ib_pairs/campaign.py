@@ -16,6 +16,8 @@ from nodegate.stages.ib_pairs.plan import PairLocalizer, PairTest, rounds_used, 
 from nodegate.stages.ib_pairs.profile import IbPairsProfile, Rail
 from nodegate.transport.base import Transport
 
+ALL_RAILS = "all rails"  # a node's rails as one resource (rails_concurrent: false)
+
 
 class PairCampaign(Campaign[PairTest]):
     """Units: (node, rail). Tests: one ib_write_bw server/client pair on one rail."""
@@ -67,9 +69,15 @@ class PairCampaign(Campaign[PairTest]):
     def test_key(self, test: PairTest) -> str:
         return f"rail{test.rail}-{test.server}-to-{test.client}"
 
-    def serial_key(self, test: PairTest) -> Hashable | None:
-        # One pair's rails one after another when the profile says they may not share a node.
-        return None if self.prof.rails_concurrent else (test.server, test.client)
+    def resources(self, test: PairTest) -> frozenset[Hashable]:
+        # Each node runs one test per rail at a time; a profile whose rails may not share a
+        # node at once makes each node's rails one resource.
+        if self.prof.rails_concurrent:
+            return frozenset({(test.server, test.rail), (test.client, test.rail)})
+        return frozenset({(test.server, ALL_RAILS), (test.client, ALL_RAILS)})
+
+    def channels(self, test: PairTest) -> int:
+        return 2  # the server's process and the client's
 
     async def execute(self, test: PairTest, spawn: Spawner) -> Execution:
         addr = self.addresses[test.server][test.rail].address

@@ -79,6 +79,11 @@ class NcclCampaign(Campaign[NcclJob]):
     def test_key(self, test: NcclJob) -> str:
         return test.key
 
+    def channels(self, test: NcclJob) -> int:
+        # mpirun on the job's first node, or srun on the controller: one process. Resources
+        # are the default, each of the job's nodes: a node takes part in one job at a time.
+        return 1
+
     def timeout_s(self, test: NcclJob) -> float:
         single = test.phase == "single"
         return self.prof.single_node_timeout_s if single else self.prof.job_timeout_s
