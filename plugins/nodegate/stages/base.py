@@ -94,21 +94,10 @@ class PassiveStage(Stage, Generic[F, P]):
         return unreachable_verdicts(self, outcome, first_check_fails=False)
 
     def evaluate(self, outcomes: Mapping[str, NodeOutcome], ctx: StageContext) -> list[Verdict]:
-        table = self.checks
-        if not isinstance(table, CheckTable):
-            raise NotImplementedError(f"stage {self.name}: checks must be a CheckTable")
-        verdicts: list[Verdict] = []
-        facts: dict[str, F] = {}
-        profs: dict[str, P] = {}
+        judge = NodeJudge(self, ctx)
         for node in ctx.nodes:
-            out = outcomes[node.name]
-            if out.reach is not Reach.OK:
-                verdicts += self.unreachable(out)
-                continue
-            prof = profs[node.name] = self.profile_of(ctx.profiles[node.name])
-            f = facts[node.name] = self.facts(out, prof)
-            verdicts += table.judge_node(node.name, f, prof)
-        return verdicts + table.judge_fleet(facts, profs)
+            judge.add(outcomes[node.name])
+        return judge.verdicts()
 
     async def run(self, ctx: StageContext) -> list[Verdict]:
         verdicts: list[Verdict] = []
@@ -125,9 +114,55 @@ class PassiveStage(Stage, Generic[F, P]):
             ]
         if ready:
             plan = {n.name: self.commands(n, ctx.profiles[n.name]) for n in ready}
-            outcomes = await ctx.transport.run_stage(self.name, plan)
-            verdicts += self.evaluate(outcomes, replace(ctx, nodes=ready))
+            # Each node judged as its outcome comes in: its output is parsed while the others
+            # still answer, and only its facts are kept (not ~400 KB of text per node).
+            judge = NodeJudge(self, replace(ctx, nodes=ready))
+            await ctx.transport.stream_stage(self.name, plan, judge.add)
+            verdicts += judge.verdicts()
         return verdicts
+
+
+class NodeJudge(Generic[F, P]):
+    """A passive stage's judging, one node at a time as outcomes arrive; `verdicts()` in node
+    order (the stage's nodes), then the fleet-scope checks over every node's facts."""
+
+    def __init__(self, stage: PassiveStage[F, P], ctx: StageContext) -> None:
+        if not isinstance(stage.checks, CheckTable):
+            raise NotImplementedError(f"stage {stage.name}: checks must be a CheckTable")
+        self.stage = stage
+        self.table: CheckTable[F, P] = stage.checks
+        self.ctx = ctx
+        self.by_node: dict[str, list[Verdict]] = {}
+        self.facts: dict[str, F] = {}
+        self.profs: dict[str, P] = {}
+
+    def add(self, out: NodeOutcome) -> None:
+        """Judge one node's outcome (never raises: a stage bug is that node's ERROR)."""
+        try:
+            if out.reach is not Reach.OK:
+                self.by_node[out.node] = self.stage.unreachable(out)
+                return
+            prof = self.stage.profile_of(self.ctx.profiles[out.node])
+            f = self.stage.facts(out, prof)
+            self.by_node[out.node] = self.table.judge_node(out.node, f, prof)
+            self.facts[out.node], self.profs[out.node] = f, prof
+        except Exception as exc:  # noqa: BLE001 - one node's bug must not lose the fleet
+            why = f"stage {self.stage.name} failed: {type(exc).__name__}: {exc}"
+            self.facts.pop(out.node, None)
+            self.by_node[out.node] = [
+                Verdict(c.id, out.node, Status.ERROR, "nodegate", message=why)
+                for c in self.stage.checks
+            ]
+
+    def verdicts(self) -> list[Verdict]:
+        order = [n.name for n in self.ctx.nodes]
+        missing = [n for n in order if n not in self.by_node]
+        if missing:  # a transport that lost a node: fail closed, never a pass
+            raise RuntimeError(f"no outcome for {len(missing)} nodes (first {missing[0]})")
+        out = [v for n in order for v in self.by_node[n]]
+        facts = {n: self.facts[n] for n in order if n in self.facts}
+        profs = {n: self.profs[n] for n in facts}
+        return out + self.table.judge_fleet(facts, profs)
 
 
 class OutcomeReader:

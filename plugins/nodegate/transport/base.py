@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -132,8 +132,29 @@ class Transport(abc.ABC):
         self, stage: str, plan: Mapping[str, Sequence[CommandSpec]]
     ) -> dict[str, NodeOutcome]:
         """Run each node's commands concurrently (bounded by fanout), in the plan's order."""
-        outs = await asyncio.gather(*(self.run_node(n, stage, plan[n]) for n in plan))
-        return {o.node: o for o in outs}
+        got: dict[str, NodeOutcome] = {}
+        await self.stream_stage(stage, plan, lambda o: got.__setitem__(o.node, o))
+        return {n: got[n] for n in plan}
+
+    async def stream_stage(
+        self,
+        stage: str,
+        plan: Mapping[str, Sequence[CommandSpec]],
+        on_outcome: Callable[[NodeOutcome], None],
+    ) -> None:
+        """Like `run_stage`, but each node's outcome goes to `on_outcome` (on the event loop)
+        as soon as it is in, and none is kept here: a passive stage parses a node's output
+        and lets it go while the other nodes still answer (`on_outcome` must not raise)."""
+        if type(self).run_stage is not Transport.run_stage:
+            # A transport written against run_stage alone (a site plugin's): its outcomes.
+            for o in (await self.run_stage(stage, plan)).values():
+                on_outcome(o)
+            return
+
+        async def one(node: str) -> None:
+            on_outcome(await self.run_node(node, stage, plan[node]))
+
+        await asyncio.gather(*(one(n) for n in plan))
 
     def address(self, node: str) -> str:
         """The address other nodes use to reach `node` (an ib_write_bw client's server)."""

@@ -16,7 +16,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from nodegate.actions.slurm import SLURM_NAME_LABEL, Scontrol, SlurmError
 from nodegate.inventory import Node
@@ -126,9 +126,12 @@ class SlurmTransport(Transport):
         return bad
 
     # -- stage scripts --------------------------------------------------------------------
-    async def run_stage(
-        self, stage: str, plan: Mapping[str, Sequence[CommandSpec]]
-    ) -> dict[str, NodeOutcome]:
+    async def stream_stage(
+        self,
+        stage: str,
+        plan: Mapping[str, Sequence[CommandSpec]],
+        on_outcome: Callable[[NodeOutcome], None],
+    ) -> None:
         """One srun step per group of nodes with identical commands, all groups at once."""
         t0 = time.monotonic()
         names = list(plan)
@@ -144,10 +147,11 @@ class SlurmTransport(Transport):
                 groups.setdefault(tuple(plan[n]), []).append(n)
         for got in await asyncio.gather(*(self._step(g, scripts[k]) for k, g in groups.items())):
             sessions.update(got)
-        outs = await asyncio.gather(
-            *(self.outcome(n, stage, scripts[tuple(plan[n])], sessions[n], t0) for n in names)
-        )
-        return {o.node: o for o in outs}
+
+        async def one(n: str) -> None:
+            on_outcome(await self.outcome(n, stage, scripts[tuple(plan[n])], sessions.pop(n), t0))
+
+        await asyncio.gather(*(one(n) for n in names))
 
     async def _session(self, node: str, script: StageScript) -> Session:
         bad = await self._prepare([node])
