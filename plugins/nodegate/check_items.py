@@ -27,6 +27,7 @@ from nodegate.state import STATE, RunState
 CHECK_ARG = "nodegate_check"
 # Marks that change how pytest runs an item: such an item takes pytest's own protocol.
 _PROTOCOL_MARKS = frozenset({"skip", "skipif", "xfail", "usefixtures", "filterwarnings"})
+_PARENT_MARKED = pytest.StashKey[bool]()
 
 
 def _takes_only_check_view(obj: object) -> bool:
@@ -45,14 +46,12 @@ class CheckItem(pytest.Item):
         check_id: str,
         node_name: str,
         test: Callable[..., Any],
-        lineno: int,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.check_id = check_id
         self.node_name = node_name
         self.obj = test
-        self._lineno = lineno
 
     def runtest(self) -> None:
         from nodegate.items import CheckView  # items imports this module
@@ -62,7 +61,9 @@ class CheckItem(pytest.Item):
         self.obj(CheckView(self.check_id, self.node_name, verdicts, state.waivers))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, self._lineno, self.name
+        # Line 1 of the module: its test functions are made there by nodegate.suite from the
+        # check table (a skip report needs a line).
+        return self.path, 0, self.name
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -77,8 +78,6 @@ def pytest_pycollect_makeitem(
     if entry is None or state is None or not _takes_only_check_view(obj):
         return None  # pytest's own items (nodegate.items says what is wrong, if anything)
     stage, spec = entry
-    code = getattr(obj, "__code__", None)
-    lineno = code.co_firstlineno - 1 if code is not None else 0
     mark = getattr(pytest.mark, stage.name)
     items: list[pytest.Item] = []
     for n in state.nodes:
@@ -88,7 +87,6 @@ def pytest_pycollect_makeitem(
             check_id=spec.id,
             node_name=n.name,
             test=obj,
-            lineno=lineno,
         )
         item.add_marker(mark)
         items.append(item)
@@ -104,7 +102,18 @@ def _own_protocol(item: pytest.Item) -> bool:
         return True
     if getattr(opt, "setupshow", False):
         return True
-    return any(m.name in _PROTOCOL_MARKS for m in item.iter_markers())
+    if any(m.name in _PROTOCOL_MARKS for m in item.own_markers):
+        return True
+    # The parents' marks (module pytestmark, conftest-added): the same for every item of a
+    # module, looked up once per module.
+    parent = item.parent
+    if parent is None:
+        return False
+    marked = parent.stash.get(_PARENT_MARKED, None)
+    if marked is None:
+        marked = any(m.name in _PROTOCOL_MARKS for m in parent.iter_markers())
+        parent.stash[_PARENT_MARKED] = marked
+    return marked
 
 
 @pytest.hookimpl(tryfirst=True)

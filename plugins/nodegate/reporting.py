@@ -79,9 +79,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             result.write(state.run_dir)
             doc = _admission(state, result)
             write_admission(state.run_dir, doc)
-            # The evidence people open (report.html, Allure, a shell): plain JSON.
-            not_admitted = (n for n, d in doc["nodes"].items() if not d["admitted"])
-            expand_evidence(state.run_dir / "raw", not_admitted)
+            # The evidence people open (report.html, Allure, a shell): a rejected node's, plain.
+            rejected = (n for n, d in doc["nodes"].items() if d["state"] == "rejected")
+            expand_evidence(state.run_dir / "raw", rejected)
             if result.interrupted is not None:
                 _junit_not_run(
                     session.config, state, f"run interrupted during {result.interrupted}"

@@ -100,7 +100,7 @@ def _session(node: str, out: str) -> NodeOutcome:
     return NodeOutcome(node=node, reach=Reach.OK, results={"kernel": r}, duration_s=0.1)
 
 
-def test_passive_documents_are_compressed_until_a_node_is_not_admitted(tmp_path: Path) -> None:
+def test_passive_documents_are_compressed_until_a_node_is_rejected(tmp_path: Path) -> None:
     w = EvidenceWriter(tmp_path / "raw", "ssh")
     for node in ("n1", "n2"):
         w.record("reach", _session(node, f"6.8.0-{node}\n"))
@@ -108,7 +108,7 @@ def test_passive_documents_are_compressed_until_a_node_is_not_admitted(tmp_path:
     assert listing == {"raw/n1/reach.json.gz", "raw/n2/reach.json.gz"}
     got = resolve_evidence(tmp_path, "raw/n2/reach.json#kernel")
     assert (got["cmd"], got["stdout"]) == ("uname -r", "6.8.0-n2\n")
-    # The run's end: n2 not admitted, its evidence becomes plain JSON (what people open).
+    # The run's end: n2 rejected, its evidence becomes plain JSON (what people open).
     assert expand_evidence(tmp_path / "raw", ["n2", "n3"]) == 1
     listing = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
     assert listing == {"raw/n1/reach.json.gz", "raw/n2/reach.json"}

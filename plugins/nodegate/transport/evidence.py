@@ -18,9 +18,9 @@ Version 3 added `kind` and the active fields; version 2 bundles (passive) are st
 
 A passive stage's document is written gzip-compressed (`<stage>.json.gz`, level 3: an 8-GPU
 node's `lspci -vvv`, `nvidia-smi -q` and mlxlink outputs take ~400 KB as JSON, ~35 KB
-compressed, ~2 ms of CPU). When the run's decision is made, the evidence of every node that
-is not admitted is expanded to plain `<stage>.json` (`expand_evidence`): the files a reader
-opens from report.html, Allure or a shell are plain JSON, an admitted node's stay compressed
+compressed, ~2 ms of CPU). When the run's decision is made, the evidence of every rejected
+node is expanded to plain `<stage>.json` (`expand_evidence`): the files a reader opens from
+report.html, Allure or a shell for a failure are plain JSON; the others stay compressed
 (`zless`). A reference (`raw/<node>/<stage>.json#<command>`) names the document, whichever
 of the two files holds it; every reader here (`open_evidence`) takes either.
 """
@@ -209,7 +209,7 @@ def open_evidence(path: Path) -> dict[str, Any]:
 
 
 def expand_evidence(raw_root: Path, nodes: Iterable[str]) -> int:
-    """Rewrite the compressed documents of `nodes` as plain JSON (not admitted: the evidence
+    """Rewrite the compressed documents of `nodes` as plain JSON (rejected: the evidence
     people open); returns how many files were expanded. A file that cannot be read is left
     as it is (its reader will say why)."""
     done = 0
