@@ -81,6 +81,9 @@ def parse_ib_pci(text: str) -> dict[str, IbPciLink]:
     """Per RDMA device, the PCI attributes found in a `path:value` listing (other lines skipped)."""
     found: dict[str, dict[str, str]] = {}
     for line in clean_lines(text):
+        # Only <dev>/device/<attr> paths are read; most lines of the listing are other files.
+        if "/device/" not in line:
+            continue
         path, sep, value = line.partition(":")
         if not sep:
             continue

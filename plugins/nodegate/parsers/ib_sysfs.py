@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from nodegate.errors import ParseError
 from nodegate.parsers.ib_rate import IbRate, canonical_guid, decode_rate, state_with_code
@@ -35,6 +36,9 @@ _PORT_FILES = ("state", "phys_state", "rate", "link_layer", "lid", "sm_lid")
 _COUNTER_DIRS = ("counters", "hw_counters", "counters_ext")
 _PATH_RE = re.compile(r"^/?[\w.\-]+(?:/[\w.\-]+)+$")
 _TTAR_SEP = "# ttar"
+# Paths repeat on every node of a fleet (a node lists ~1,000); the caches that read them are
+# bounded since node output is untrusted.
+_PATH_CACHE_SIZE = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +85,17 @@ class IbSysfs:
     devices: tuple[IbSysfsDevice, ...]
 
 
+@lru_cache(maxsize=_PATH_CACHE_SIZE)
+def _is_sysfs_path(path: str) -> bool:
+    return _PATH_RE.match(path) is not None
+
+
 def _grep_records(lines: list[str]) -> Iterator[tuple[str, str]]:
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         path, sep, value = line.partition(":")
-        if not sep or not _PATH_RE.match(path):
+        if not sep or not _is_sysfs_path(path):
             raise ParseError(_TOOL, f"line {lineno}: not a 'path:value' line: {line[:60]!r}")
         yield path, value
 
@@ -126,6 +135,26 @@ def _relative(path: str) -> list[str]:
     return [p for p in path.split("/") if p]
 
 
+# Where a record's value goes: (device, None, -1, file) for a device file, (device, group or
+# None, port, file) for a port file (group None: ports/<n>/<file>; file "" when unused).
+_Slot = tuple[str, str | None, int, str]
+
+
+@lru_cache(maxsize=_PATH_CACHE_SIZE)
+def _slot(path: str) -> _Slot | None:
+    parts = _relative(path)
+    if len(parts) == 2 and parts[1] in _DEVICE_FILES:
+        return parts[0], None, -1, parts[1]
+    if len(parts) >= 4 and parts[1] == "ports" and parts[2].isdigit():
+        num = int(parts[2])
+        if len(parts) == 4 and parts[3] in _PORT_FILES:
+            return parts[0], None, num, parts[3]
+        if len(parts) == 5 and parts[3] in _COUNTER_DIRS:
+            return parts[0], parts[3], num, parts[4]
+        return parts[0], None, num, ""  # the port exists, the file is not read
+    return None
+
+
 class _Port:
     def __init__(self) -> None:
         self.files: dict[str, str] = {}
@@ -160,7 +189,7 @@ def _build_port(dev: str, num: int, port: _Port) -> IbSysfsPort:
         g: {k: _counter(where, k, v) for k, v in sorted(vals.items())}
         for g, vals in port.groups.items()
     }
-    no_pma = any(v == NO_PMA for vals in port.groups.values() for v in vals.values())
+    no_pma = any(NO_PMA in vals.values() for vals in port.groups.values())
     return IbSysfsPort(
         port=num,
         state=state,
@@ -186,18 +215,26 @@ def parse_ib_sysfs(text: str) -> IbSysfs:
     devices: dict[str, dict[str, str]] = {}
     ports: dict[str, dict[int, _Port]] = {}
     for path, value in records:
-        parts = _relative(path)
+        slot = _slot(path)
+        if slot is None:
+            continue
+        dev, group, num, name = slot
         value = value.strip()
-        if len(parts) == 2 and parts[1] in _DEVICE_FILES:
-            files = devices.setdefault(parts[0], {})
-            files[parts[1]] = f"{files[parts[1]]}\n{value}" if parts[1] in files else value
-        elif len(parts) >= 4 and parts[1] == "ports" and parts[2].isdigit():
-            port = ports.setdefault(parts[0], {}).setdefault(int(parts[2]), _Port())
-            devices.setdefault(parts[0], {})
-            if len(parts) == 4 and parts[3] in _PORT_FILES:
-                port.files[parts[3]] = value
-            elif len(parts) == 5 and parts[3] in _COUNTER_DIRS:
-                port.groups[parts[3]][parts[4]] = value
+        if num < 0:
+            files = devices.setdefault(dev, {})
+            files[name] = f"{files[name]}\n{value}" if name in files else value
+            continue
+        dev_ports = ports.get(dev)
+        if dev_ports is None:
+            dev_ports = ports[dev] = {}
+            devices.setdefault(dev, {})
+        port = dev_ports.get(num)
+        if port is None:
+            port = dev_ports[num] = _Port()
+        if group is not None:
+            port.groups[group][name] = value
+        elif name:
+            port.files[name] = value
     if not devices:
         raise ParseError(_TOOL, "no /sys/class/infiniband/<dev>/... entries found")
     built: list[IbSysfsDevice] = []

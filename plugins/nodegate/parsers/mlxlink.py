@@ -34,6 +34,10 @@ _MODULE_TYPED = frozenset(
 _RANGED_RE = re.compile(r"^(?P<vals>[-\d.,\s]+?)\s*\[(?P<lo>-?[\d.]+)\.\.(?P<hi>-?[\d.]+)\]$")
 _MASKED_RE = re.compile(r"^(?P<mask>0x[0-9A-Fa-f]+)\s*\((?P<vals>[^)]*)\)$")  # text Supported Info
 _TEXT_LANE_KEYS = ("[per lane]", "Per Lane", "CDR RX", "CDR TX", "Lanes [dB]", "FOM", "Lane")
+# A key naming any of _TEXT_LANE_KEYS (one regex search instead of a substring test per name).
+_TEXT_LANE_KEY_RE = re.compile("|".join(re.escape(k) for k in _TEXT_LANE_KEYS))
+_LANE_SPLIT_RE = re.compile(r"[,\s]+")
+_INT_RE = re.compile(r"-?\d+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +152,10 @@ class MlxlinkReport:
 
 
 def _na(value: str | None) -> str | None:
-    return None if value is None or value.strip() in ("", "N/A") else value.strip()
+    if value is None:
+        return None
+    value = value.strip()
+    return None if value in ("", "N/A") else value
 
 
 def _float(value: str | None) -> float | None:
@@ -161,7 +168,7 @@ def _float(value: str | None) -> float | None:
 
 def _int(value: str | None) -> int | None:
     value = _na(value)
-    return int(value) if value is not None and re.fullmatch(r"-?\d+", value) else None
+    return int(value) if value is not None and _INT_RE.fullmatch(value) else None
 
 
 def _scalar(sec: Section, key: str) -> str | None:
@@ -172,10 +179,10 @@ def _scalar(sec: Section, key: str) -> str | None:
 def _lanes(sec: Section, key: str) -> tuple[str, ...]:
     value = sec.get(key)
     if isinstance(value, str):
-        value = tuple(v.strip() for v in re.split(r"[,\s]+", value.strip()) if v.strip())
+        value = tuple(v.strip() for v in _LANE_SPLIT_RE.split(value.strip()) if v.strip())
     if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
         return ()  # absent, or a (mask, values) pair
-    lanes = tuple(str(v) for v in value)
+    lanes = tuple(map(str, value))
     return () if lanes == ("N/A",) else lanes
 
 
@@ -223,9 +230,7 @@ def _operational(sec: Section) -> MlxlinkOperational:
 
 
 def _module(sec: Section) -> MlxlinkModule:
-    lane_keys = [
-        k for k, v in sec.items() if isinstance(v, tuple) or any(m in k for m in _TEXT_LANE_KEYS)
-    ]
+    lane_keys = [k for k, v in sec.items() if isinstance(v, tuple) or _TEXT_LANE_KEY_RE.search(k)]
     skip = _MODULE_TYPED | set(lane_keys)
     return MlxlinkModule(
         identifier=_scalar(sec, "Identifier"),

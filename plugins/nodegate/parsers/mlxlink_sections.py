@@ -22,10 +22,12 @@ _TEXT_KV_RE = re.compile(r"^(?P<key>\S.*?)\s+:\s?(?P<value>.*)$")
 
 
 def _json_value(tool_key: str, value: Any) -> Value:
+    if type(value) is str:  # the common case, skipping the checks below (str(value) is value)
+        return value
     if isinstance(value, (str, int, float)):
         return str(value)
     if isinstance(value, dict) and isinstance(value.get("values"), list):
-        values = tuple(str(v) for v in value["values"])
+        values = tuple(map(str, value["values"]))
         return (str(value["mask"]), values) if "mask" in value else values
     raise ParseError(TOOL, f"unexpected JSON value for {tool_key!r}: {str(value)[:60]}")
 
