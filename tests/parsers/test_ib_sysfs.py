@@ -128,3 +128,9 @@ def test_truncated(name: str) -> None:
     with pytest.raises(ParseError) as exc:
         parse_ib_sysfs(text[: int(len(text) * 0.4)])
     assert exc.value.tool == "ib_sysfs"
+
+
+def test_a_port_named_by_a_non_ascii_digit_is_not_a_port() -> None:
+    # "²".isdigit() is True, int("²") raises: such a directory is not a port, never a traceback.
+    text = corpus_text(f"net/{GREP}") + "mlx5_0/ports/\u00b2/state:4: ACTIVE\n"
+    assert parse_ib_sysfs(text) == parse_ib_sysfs(corpus_text(f"net/{GREP}"))

@@ -145,7 +145,7 @@ def _slot(path: str) -> _Slot | None:
     parts = _relative(path)
     if len(parts) == 2 and parts[1] in _DEVICE_FILES:
         return parts[0], None, -1, parts[1]
-    if len(parts) >= 4 and parts[1] == "ports" and parts[2].isdigit():
+    if len(parts) >= 4 and parts[1] == "ports" and parts[2].isascii() and parts[2].isdigit():
         num = int(parts[2])
         if len(parts) == 4 and parts[3] in _PORT_FILES:
             return parts[0], None, num, parts[3]
