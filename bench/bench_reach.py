@@ -90,8 +90,16 @@ def child(n: int, fanout: int, root: Path) -> dict[str, float]:
     }
 
 
+def find_clush() -> str | None:
+    """clush from this interpreter's virtualenv (ClusterShell is a dependency), else PATH."""
+    here = Path(sys.executable).parent / "clush"
+    return str(here) if here.is_file() and os.access(here, os.X_OK) else shutil.which("clush")
+
+
 def clush_time(root: Path, n: int, fanout: int) -> float | None:
-    if not shutil.which("clush"):
+    clush = find_clush()
+    if clush is None:
+        print("clush not found (next to this python or on PATH)", file=sys.stderr)
         return None
     from nodegate.stages.reach import STAGE
     from nodegate.transport.script import LAUNCHER, build_script
@@ -100,7 +108,7 @@ def clush_time(root: Path, n: int, fanout: int) -> float | None:
     t0 = time.perf_counter()
     p = subprocess.run(
         [
-            "clush",
+            clush,
             "-f",
             str(fanout),
             "-w",
@@ -116,7 +124,10 @@ def clush_time(root: Path, n: int, fanout: int) -> float | None:
         timeout=900,
     )
     dt = time.perf_counter() - t0
-    return round(dt, 2) if p.returncode == 0 else None
+    if p.returncode != 0:
+        print(f"clush exited {p.returncode}: {p.stderr[-500:]}", file=sys.stderr)
+        return None
+    return round(dt, 2)
 
 
 def main() -> int:
