@@ -60,6 +60,24 @@ _LNKSTA = re.compile(
 )
 _EXPRESS = re.compile(r"Express (?:\(v\d\) )?(?P<type>.+?)(?: \(Slot[+-]\))?, (?:MSI|IntMsgNum)")
 _WARNING = re.compile(r"^(?:pcilib|lspci): ")
+_SUPPORTED = re.compile(r"Supported Link Speeds: (?P<s>[^,]+)")
+_TOP_SPEED = re.compile(r"([\d.]+)GT/s$")
+_TARGET = re.compile(r"Target Link Speed: ([\d.]+)GT/s")
+_NUMBER = re.compile(r"-?\d+")
+# Detail keys `_detail` records (besides every `Lnk*` key); `-vvv` prints ~90 lines per device,
+# most of them about other things.
+_DETAIL_KEYS = frozenset(
+    {
+        "ACSCtl",
+        "Capabilities",
+        "NUMA node",
+        "Subsystem",
+        "DeviceName",
+        "Physical Slot",
+        "Kernel driver in use",
+        "Kernel modules",
+    }
+)
 _FLAG = re.compile(r"(?P<name>[A-Za-z][A-Za-z0-9]*)(?P<val>[+-])")
 
 
@@ -217,13 +235,13 @@ def _link_detail(key: str, value: str, block: _Block, lineno: int) -> None:
         speed = _speed(m["speed"])
         block.link_status = LinkStatus(speed, int(m["width"]), pcie_gen(speed), m["sst"], m["wst"])
     elif key == "LnkCap2":
-        sm = re.search(r"Supported Link Speeds: (?P<s>[^,]+)", value)
+        sm = _SUPPORTED.search(value)
         if sm:
             block.supported_speeds = sm["s"].strip()
-            top = re.search(r"([\d.]+)GT/s$", block.supported_speeds)
+            top = _TOP_SPEED.search(block.supported_speeds)
             block.max_supported_speed_gts = float(top[1]) if top else None
     elif key == "LnkCtl2":
-        tm = re.search(r"Target Link Speed: ([\d.]+)GT/s", value)
+        tm = _TARGET.search(value)
         block.target_speed_gts = float(tm[1]) if tm else None
 
 
@@ -234,11 +252,11 @@ def _detail(key: str, value: str, block: _Block, lineno: int) -> None:
     elif key == "ACSCtl":
         block.acs_control = _acs(value)
     elif key == "Capabilities":
-        em = _EXPRESS.search(value)
-        if em and block.express_type is None:
+        # Most capabilities are not PCI Express; the search is for the one that is.
+        if block.express_type is None and "Express " in value and (em := _EXPRESS.search(value)):
             block.express_type = em["type"]
     elif key == "NUMA node":
-        if not re.fullmatch(r"-?\d+", value):
+        if not _NUMBER.fullmatch(value):
             raise ParseError(TOOL, f"line {lineno}: NUMA node is not a number: {value!r}")
         block.numa_node = int(value)
     elif key == "Subsystem":
@@ -299,14 +317,16 @@ def parse_lspci(text: str) -> LspciReport:
         raise ParseError(TOOL, "binary data (NUL bytes) in output")
     # One final newline ends the last line; only a further empty line ends a -v block.
     body = text.replace("\r\n", "\n").removesuffix("\n")
-    lines = [_ANSI.sub("", ln).rstrip() for ln in body.split("\n")]
+    if "\x1b" in body:
+        body = _ANSI.sub("", body)  # an escape sequence never spans lines
+    lines = [ln.rstrip() for ln in body.split("\n")]
     devices: list[PciDevice] = []
     head: dict[str, str | None] | None = None
     block = _Block()
     verbose = False
     ended_blank = True
     for lineno, line in enumerate(lines, 1):
-        if not line.strip():
+        if not line:  # rstripped: nothing but whitespace
             ended_blank = True
             continue
         if line[0] in " \t":
@@ -314,9 +334,10 @@ def parse_lspci(text: str) -> LspciReport:
                 raise ParseError(TOOL, f"line {lineno}: detail line before any device header")
             verbose = True
             ended_blank = False
-            key, sep, value = line.strip().partition(":")
-            if sep:
-                _detail(key.strip(), value.strip(), block, lineno)
+            key, sep, value = line.partition(":")
+            key = key.strip()
+            if sep and (key in _DETAIL_KEYS or key.startswith("Lnk")):
+                _detail(key, value.strip(), block, lineno)
             continue
         if _WARNING.match(line):
             continue  # stderr merged into the capture (`pcilib: sysfs_read_vpd: read failed`)

@@ -54,7 +54,7 @@ def parse_lspci_view(text: str) -> LspciView:
         if line and not line[0].isspace():
             m = _HEADER.match(line)
             current = normalize_bdf(m["bdf"]) if m else None
-        elif current and (bm := _BUS_RANGE.match(line)):
+        elif current and "Bus: primary=" in line and (bm := _BUS_RANGE.match(line)):
             ranges[current] = (int(bm[1], 16), int(bm[2], 16))
     bridges = tuple(Bridge(d, d.bdf[:4], *ranges[d.bdf]) for d in report.devices if d.bdf in ranges)
     return LspciView(report, bridges)
