@@ -319,14 +319,14 @@ def parse_lspci(text: str) -> LspciReport:
     body = text.replace("\r\n", "\n").removesuffix("\n")
     if "\x1b" in body:
         body = _ANSI.sub("", body)  # an escape sequence never spans lines
-    lines = [ln.rstrip() for ln in body.split("\n")]
     devices: list[PciDevice] = []
     head: dict[str, str | None] | None = None
     block = _Block()
     verbose = False
     ended_blank = True
-    for lineno, line in enumerate(lines, 1):
-        if not line:  # rstripped: nothing but whitespace
+    for lineno, raw in enumerate(body.split("\n"), 1):
+        line = raw.rstrip()
+        if not line:  # nothing but whitespace
             ended_blank = True
             continue
         if line[0] in " \t":
