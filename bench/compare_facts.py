@@ -126,6 +126,12 @@ def corpus_inputs(name: str, dirs: list[Path]) -> Iterator[str]:
         text = path.read_text(errors="replace")
         variants = [("whole", text), ("-lastline", text.rstrip("\n").rpartition("\n")[0])]
         variants += [(f"cut{c}", text[: int(len(text) * c)]) for c in CUTS]
+        # Line ends, escape codes and other line breaks as a node may print them.
+        variants += [
+            ("crlf", text.replace("\n", "\r\n")),
+            ("ansi", text.replace("\n", "\n\x1b[0m", 40)),
+            ("vt", text.replace(", ", ",\x0b ", 40)),
+        ]
         for ref, parse in parsers:
             for label, body in variants:
                 try:

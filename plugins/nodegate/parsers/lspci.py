@@ -64,6 +64,9 @@ _SUPPORTED = re.compile(r"Supported Link Speeds: (?P<s>[^,]+)")
 _TOP_SPEED = re.compile(r"([\d.]+)GT/s$")
 _TARGET = re.compile(r"Target Link Speed: ([\d.]+)GT/s")
 _NUMBER = re.compile(r"-?\d+")
+# A bridge's bus range, and the first word of a header line that it is filed under.
+_BUS_RANGE = re.compile(r"^\s+Bus: primary=[0-9a-f]+, secondary=(\w+), subordinate=(\w+)")
+_RANGE_KEY = re.compile(r"^(\S+) ")
 # Detail keys `_detail` records (besides every `Lnk*` key); `-vvv` prints ~90 lines per device,
 # most of them about other things.
 _DETAIL_KEYS = frozenset(
@@ -313,6 +316,12 @@ def _device(head: dict[str, str | None], block: _Block) -> PciDevice:
 
 def parse_lspci(text: str) -> LspciReport:
     """Parse plain, `-nn`/`-Dnn` or `-v..-vvv` lspci output; raises ParseError when unsure."""
+    return scan_lspci(text)[0]
+
+
+def scan_lspci(text: str) -> tuple[LspciReport, list[tuple[str, str, str]]]:
+    """parse_lspci, plus every `Bus:` line's secondary and subordinate texts, in order, with
+    the normalized first word of its header line (see lspci_bridges.parse_lspci_view)."""
     if "\x00" in text:
         raise ParseError(TOOL, "binary data (NUL bytes) in output")
     # One final newline ends the last line; only a further empty line ends a -v block.
@@ -324,6 +333,8 @@ def parse_lspci(text: str) -> LspciReport:
     block = _Block()
     verbose = False
     ended_blank = True
+    bus_ranges: list[tuple[str, str, str]] = []
+    range_key: str | None = None
     for lineno, raw in enumerate(body.split("\n"), 1):
         line = raw.rstrip()
         if not line:  # nothing but whitespace
@@ -338,7 +349,11 @@ def parse_lspci(text: str) -> LspciReport:
             key = key.strip()
             if sep and (key in _DETAIL_KEYS or key.startswith("Lnk")):
                 _detail(key, value.strip(), block, lineno)
+            elif key == "Bus" and range_key and (bm := _BUS_RANGE.match(line)):
+                bus_ranges.append((range_key, bm[1], bm[2]))
             continue
+        hm = _RANGE_KEY.match(line)
+        range_key = normalize_bdf(hm[1]) if hm else None
         if _WARNING.match(line):
             continue  # stderr merged into the capture (`pcilib: sysfs_read_vpd: read failed`)
         if head is not None:
@@ -355,4 +370,4 @@ def parse_lspci(text: str) -> LspciReport:
     if 0 < with_ids < len(devices):
         odd = next(d.bdf_raw for d in devices if d.vendor_id is None)
         raise ParseError(TOOL, f"device {odd}: no [vendor:device] ids unlike the others (cut?)")
-    return LspciReport(tuple(devices), verbose, with_ids == len(devices))
+    return LspciReport(tuple(devices), verbose, with_ids == len(devices)), bus_ranges
