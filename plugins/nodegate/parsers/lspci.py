@@ -40,6 +40,8 @@ _VENDOR_NAMES: tuple[str, ...] = (
     "Google, Inc.",
 )
 
+_VENDORS_LONGEST_FIRST = tuple(sorted(_VENDOR_NAMES, key=len, reverse=True))
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _HEADER = re.compile(
     r"^(?P<bdf>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+"
@@ -162,7 +164,7 @@ def _speed(text: str) -> float | None:
 
 
 def _split_names(names: str) -> tuple[str | None, str | None]:
-    for vendor in sorted(_VENDOR_NAMES, key=len, reverse=True):
+    for vendor in _VENDORS_LONGEST_FIRST:
         if names == vendor:
             return vendor, None
         if names.startswith(vendor + " "):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+import string
 from dataclasses import dataclass, field
 
 from nodegate.errors import ParseError
@@ -24,6 +25,7 @@ _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\
 # Label normalization: these characters are dropped, other runs of non-alphanumerics -> `_`.
 _DROPPED = re.compile(r"[.\-']")
 _NON_WORD = re.compile(r"[^a-z0-9]+")
+_LETTERS = frozenset(string.ascii_letters)  # a label starts with one
 _TOP_KEYS = {"timestamp", "driver_version", "cuda_version", "attached_gpus"}
 
 _LINK = "pci/pci_gpu_link_info/"
@@ -175,7 +177,7 @@ def _tree(text: str) -> tuple[list[_Node], bool, str | None]:
         if first == "=" and _BANNER.match(stripped):
             banner = True
             continue
-        if not (first.isascii() and first.isalpha()):
+        if first not in _LETTERS:
             raise ParseError(TOOL, f"unrecognized line: {stripped[:60]!r}")
         indent = len(line) - len(stripped)
         # A label is free text up to the first colon; the value may hold colons (bus ids).
