@@ -79,3 +79,23 @@ def test_truncated_vvv_raises() -> None:
     text = corpus_text(VVV)
     with pytest.raises(ParseError, match="lspci"):
         parse_lspci_view(text[: int(len(text) * 0.4)])
+
+
+def test_bus_ranges_read_from_the_parse_equal_a_line_by_line_reading() -> None:
+    """The ranges come from lspci's one parse; text that str.splitlines() cuts otherwise (a
+    vertical tab, escape codes) is read line by line as before, so the bridges stay the same."""
+    text = corpus_text(VVV)
+    plain = parse_lspci_view(text)
+    assert len(plain.bridges) == 59
+    # A vertical tab in the root port's header: splitlines() cuts the header there, so its
+    # `Bus:` line is filed under no device and the root port is no bridge.
+    odd = text.replace("\n15:01.0 PCI bridge", "\n15:01.0 PCI\x0bbridge", 1)
+    view = parse_lspci_view(odd)
+    assert {b.device.bdf for b in plain.bridges} - {b.device.bdf for b in view.bridges} == {
+        "0000:15:01.0"
+    }
+    # An escape code before a header hides it from the line reading the same way.
+    ansi = text.replace("\n16:00.0 ", "\n\x1b[1m16:00.0 ", 1)
+    assert {b.device.bdf for b in plain.bridges} - {
+        b.device.bdf for b in parse_lspci_view(ansi).bridges
+    } == {"0000:16:00.0"}

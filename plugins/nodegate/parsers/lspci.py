@@ -40,6 +40,8 @@ _VENDOR_NAMES: tuple[str, ...] = (
     "Google, Inc.",
 )
 
+_VENDORS_LONGEST_FIRST = tuple(sorted(_VENDOR_NAMES, key=len, reverse=True))
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _HEADER = re.compile(
     r"^(?P<bdf>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+"
@@ -60,6 +62,27 @@ _LNKSTA = re.compile(
 )
 _EXPRESS = re.compile(r"Express (?:\(v\d\) )?(?P<type>.+?)(?: \(Slot[+-]\))?, (?:MSI|IntMsgNum)")
 _WARNING = re.compile(r"^(?:pcilib|lspci): ")
+_SUPPORTED = re.compile(r"Supported Link Speeds: (?P<s>[^,]+)")
+_TOP_SPEED = re.compile(r"([\d.]+)GT/s$")
+_TARGET = re.compile(r"Target Link Speed: ([\d.]+)GT/s")
+_NUMBER = re.compile(r"-?\d+")
+# A bridge's bus range, and the first word of a header line that it is filed under.
+_BUS_RANGE = re.compile(r"^\s+Bus: primary=[0-9a-f]+, secondary=(\w+), subordinate=(\w+)")
+_RANGE_KEY = re.compile(r"^(\S+) ")
+# Detail keys `_detail` records (besides every `Lnk*` key); `-vvv` prints ~90 lines per device,
+# most of them about other things.
+_DETAIL_KEYS = frozenset(
+    {
+        "ACSCtl",
+        "Capabilities",
+        "NUMA node",
+        "Subsystem",
+        "DeviceName",
+        "Physical Slot",
+        "Kernel driver in use",
+        "Kernel modules",
+    }
+)
 _FLAG = re.compile(r"(?P<name>[A-Za-z][A-Za-z0-9]*)(?P<val>[+-])")
 
 
@@ -141,7 +164,7 @@ def _speed(text: str) -> float | None:
 
 
 def _split_names(names: str) -> tuple[str | None, str | None]:
-    for vendor in sorted(_VENDOR_NAMES, key=len, reverse=True):
+    for vendor in _VENDORS_LONGEST_FIRST:
         if names == vendor:
             return vendor, None
         if names.startswith(vendor + " "):
@@ -217,13 +240,13 @@ def _link_detail(key: str, value: str, block: _Block, lineno: int) -> None:
         speed = _speed(m["speed"])
         block.link_status = LinkStatus(speed, int(m["width"]), pcie_gen(speed), m["sst"], m["wst"])
     elif key == "LnkCap2":
-        sm = re.search(r"Supported Link Speeds: (?P<s>[^,]+)", value)
+        sm = _SUPPORTED.search(value)
         if sm:
             block.supported_speeds = sm["s"].strip()
-            top = re.search(r"([\d.]+)GT/s$", block.supported_speeds)
+            top = _TOP_SPEED.search(block.supported_speeds)
             block.max_supported_speed_gts = float(top[1]) if top else None
     elif key == "LnkCtl2":
-        tm = re.search(r"Target Link Speed: ([\d.]+)GT/s", value)
+        tm = _TARGET.search(value)
         block.target_speed_gts = float(tm[1]) if tm else None
 
 
@@ -234,11 +257,11 @@ def _detail(key: str, value: str, block: _Block, lineno: int) -> None:
     elif key == "ACSCtl":
         block.acs_control = _acs(value)
     elif key == "Capabilities":
-        em = _EXPRESS.search(value)
-        if em and block.express_type is None:
+        # Most capabilities are not PCI Express; the search is for the one that is.
+        if block.express_type is None and "Express " in value and (em := _EXPRESS.search(value)):
             block.express_type = em["type"]
     elif key == "NUMA node":
-        if not re.fullmatch(r"-?\d+", value):
+        if not _NUMBER.fullmatch(value):
             raise ParseError(TOOL, f"line {lineno}: NUMA node is not a number: {value!r}")
         block.numa_node = int(value)
     elif key == "Subsystem":
@@ -295,18 +318,28 @@ def _device(head: dict[str, str | None], block: _Block) -> PciDevice:
 
 def parse_lspci(text: str) -> LspciReport:
     """Parse plain, `-nn`/`-Dnn` or `-v..-vvv` lspci output; raises ParseError when unsure."""
+    return scan_lspci(text)[0]
+
+
+def scan_lspci(text: str) -> tuple[LspciReport, list[tuple[str, str, str]]]:
+    """parse_lspci, plus every `Bus:` line's secondary and subordinate texts, in order, with
+    the normalized first word of its header line (see lspci_bridges.parse_lspci_view)."""
     if "\x00" in text:
         raise ParseError(TOOL, "binary data (NUL bytes) in output")
     # One final newline ends the last line; only a further empty line ends a -v block.
     body = text.replace("\r\n", "\n").removesuffix("\n")
-    lines = [_ANSI.sub("", ln).rstrip() for ln in body.split("\n")]
+    if "\x1b" in body:
+        body = _ANSI.sub("", body)  # an escape sequence never spans lines
     devices: list[PciDevice] = []
     head: dict[str, str | None] | None = None
     block = _Block()
     verbose = False
     ended_blank = True
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
+    bus_ranges: list[tuple[str, str, str]] = []
+    range_key: str | None = None
+    for lineno, raw in enumerate(body.split("\n"), 1):
+        line = raw.rstrip()
+        if not line:  # nothing but whitespace
             ended_blank = True
             continue
         if line[0] in " \t":
@@ -314,10 +347,15 @@ def parse_lspci(text: str) -> LspciReport:
                 raise ParseError(TOOL, f"line {lineno}: detail line before any device header")
             verbose = True
             ended_blank = False
-            key, sep, value = line.strip().partition(":")
-            if sep:
-                _detail(key.strip(), value.strip(), block, lineno)
+            key, sep, value = line.partition(":")
+            key = key.strip()
+            if sep and (key in _DETAIL_KEYS or key.startswith("Lnk")):
+                _detail(key, value.strip(), block, lineno)
+            elif key == "Bus" and range_key and (bm := _BUS_RANGE.match(line)):
+                bus_ranges.append((range_key, bm[1], bm[2]))
             continue
+        hm = _RANGE_KEY.match(line)
+        range_key = normalize_bdf(hm[1]) if hm else None
         if _WARNING.match(line):
             continue  # stderr merged into the capture (`pcilib: sysfs_read_vpd: read failed`)
         if head is not None:
@@ -334,4 +372,4 @@ def parse_lspci(text: str) -> LspciReport:
     if 0 < with_ids < len(devices):
         odd = next(d.bdf_raw for d in devices if d.vendor_id is None)
         raise ParseError(TOOL, f"device {odd}: no [vendor:device] ids unlike the others (cut?)")
-    return LspciReport(tuple(devices), verbose, with_ids == len(devices))
+    return LspciReport(tuple(devices), verbose, with_ids == len(devices)), bus_ranges

@@ -10,12 +10,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nodegate.parsers.lspci import LspciReport, PciDevice, parse_lspci
+from nodegate.parsers.lspci import LspciReport, PciDevice, scan_lspci
 from nodegate.parsers.pci import normalize_bdf
 
 TOOL = "lspci"
 _BUS_RANGE = re.compile(r"^\s+Bus: primary=[0-9a-f]+, secondary=(\w+), subordinate=(\w+)")
 _HEADER = re.compile(r"^(?P<bdf>\S+) ")
+# Where str.splitlines() breaks lines and lspci's parse (on "\n") does not (plus \x85 and
+# U+2028/9, not ASCII), and the escape that starts codes the parse strips: text holding one
+# has its bus ranges read line by line as splitlines() cuts it. (A regex scan costs ~1 ms.)
+_ODD_ASCII = ("\x1b", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +51,22 @@ class LspciView:
 
 def parse_lspci_view(text: str) -> LspciView:
     """`lspci -vvv` -> devices and the bus ranges of their bridges."""
-    report = parse_lspci(text)
-    ranges: dict[str, tuple[int, int]] = {}
+    report, texts = scan_lspci(text)
+    if not text.isascii() or any(c in text for c in _ODD_ASCII):
+        texts = _bus_range_texts(text)
+    ranges = {bdf: (int(sec, 16), int(sub, 16)) for bdf, sec, sub in texts}
+    bridges = tuple(Bridge(d, d.bdf[:4], *ranges[d.bdf]) for d in report.devices if d.bdf in ranges)
+    return LspciView(report, bridges)
+
+
+def _bus_range_texts(text: str) -> list[tuple[str, str, str]]:
+    """Each `Bus:` line's header (normalized first word), secondary and subordinate texts."""
+    ranges: list[tuple[str, str, str]] = []
     current: str | None = None
     for line in text.splitlines():
         if line and not line[0].isspace():
             m = _HEADER.match(line)
             current = normalize_bdf(m["bdf"]) if m else None
         elif current and (bm := _BUS_RANGE.match(line)):
-            ranges[current] = (int(bm[1], 16), int(bm[2], 16))
-    bridges = tuple(Bridge(d, d.bdf[:4], *ranges[d.bdf]) for d in report.devices if d.bdf in ranges)
-    return LspciView(report, bridges)
+            ranges.append((current, bm[1], bm[2]))
+    return ranges

@@ -7,7 +7,9 @@ same facts for the same GPU.
 
 from __future__ import annotations
 
+import functools
 import re
+import string
 from dataclasses import dataclass, field
 
 from nodegate.errors import ParseError
@@ -20,10 +22,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _BANNER = re.compile(r"^=+\s*NVSMI LOG\s*=+$")
 # Also PCI domains above 0 (Azure: `GPU 00000001:00:00.0`).
 _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
-# Labels are free text up to the colon; values may hold colons (bus ids, timestamps).
-_LABEL = r"[A-Za-z][^:]*"
-_KEY_VALUE = re.compile(rf"^({_LABEL}?)\s*:\s?(.*)$")
-_SECTION = re.compile(rf"^{_LABEL}$")
+# Label normalization: these characters are dropped, other runs of non-alphanumerics -> `_`.
+_DROPPED = re.compile(r"[.\-']")
+_NON_WORD = re.compile(r"[^a-z0-9]+")
+_LETTERS = frozenset(string.ascii_letters)  # a label starts with one
 _TOP_KEYS = {"timestamp", "driver_version", "cuda_version", "attached_gpus"}
 
 _LINK = "pci/pci_gpu_link_info/"
@@ -131,13 +133,14 @@ def parse_nvsmi_text(text: str) -> NvsmiTextReport:
     if fragment:
         blocks = [(None, loose)]
         messages = []
-    gpus = tuple(_gpu(i, bus, children) for i, (bus, children) in enumerate(blocks))
+    read = [_block(bus, children) for bus, children in blocks]
+    gpus = tuple(_gpu(i, block) for i, block in enumerate(read))
     known = any(_has_facts(gpu) for gpu in gpus)
     if not known and not (banner and (top or not fragment)):
         raise ParseError(TOOL, "no GPU block and no known nvidia-smi -q section found")
     if dangling is not None:
         raise ParseError(TOOL, f"output ends at section label {dangling!r}: truncated")
-    _check_complete(blocks)
+    _check_complete(read)
     return NvsmiTextReport(
         timestamp=text_value(top.get("timestamp")),
         driver_version=text_value(top.get("driver_version")),
@@ -156,28 +159,33 @@ def _tree(text: str) -> tuple[list[_Node], bool, str | None]:
         raise ParseError(TOOL, "empty output")
     if "\x00" in text:
         raise ParseError(TOOL, "binary data (NUL bytes) in output")
-    lines = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     roots: list[_Node] = []
     stack: list[tuple[int, _Node]] = []
     banner = False
     last: _Node | None = None
     for raw in lines:
-        line = raw.expandtabs(8).rstrip()
-        stripped = line.strip()
+        # One pass of str methods per line: a full run is ~4,600 lines per node.
+        line = (raw.expandtabs(8) if "\t" in raw else raw).rstrip()
+        stripped = line.lstrip()
         # `--` is the separator `grep -C` puts between matches (corpus: -q-grep-fragment).
         if not stripped or stripped == "--":
             continue
-        if _BANNER.match(stripped):
+        first = stripped[0]
+        if first == "=" and _BANNER.match(stripped):
             banner = True
             continue
-        indent = len(line) - len(line.lstrip())
-        if _GPU_HEADER.match(stripped) or _SECTION.match(stripped):
+        if first not in _LETTERS:
+            raise ParseError(TOOL, f"unrecognized line: {stripped[:60]!r}")
+        indent = len(line) - len(stripped)
+        # A label is free text up to the first colon; the value may hold colons (bus ids).
+        label, colon, value = stripped.partition(":")
+        if not colon or (first == "G" and _GPU_HEADER.match(stripped)):
             node = _Node(stripped, None, stripped)
         else:
-            match = _KEY_VALUE.match(stripped)
-            if match is None:
-                raise ParseError(TOOL, f"unrecognized line: {stripped[:60]!r}")
-            node = _Node(match.group(1).strip(), match.group(2).strip(), stripped)
+            node = _Node(label.strip(), value.strip(), stripped)
         while stack and stack[-1][0] >= indent:
             stack.pop()
         (stack[-1][1].children if stack else roots).append(node)
@@ -188,42 +196,64 @@ def _tree(text: str) -> tuple[list[_Node], bool, str | None]:
     return roots, banner, dangling
 
 
+@functools.lru_cache(maxsize=4096)  # bounded: labels come from the node (untrusted)
 def _snake(label: str) -> str:
     """`GPU T.Limit Temp` -> `gpu_tlimit_temp`, `SRAM Uncorrectable SEC-DED` -> `..._secded`."""
-    cleaned = re.sub(r"[.\-']", "", label.lower())
-    return re.sub(r"[^a-z0-9]+", "_", cleaned).strip("_")
+    cleaned = _DROPPED.sub("", label.lower())
+    return _NON_WORD.sub("_", cleaned).strip("_")
+
+
+@functools.lru_cache(maxsize=4096)
+def _leaf(label: str) -> str:
+    """A value label's last path element: snake_case, renamed by _LEAF_ALIASES."""
+    key = _snake(label)
+    return _LEAF_ALIASES.get(key, key)
 
 
 def _flatten(nodes: list[_Node], prefix: str, out: dict[str, str]) -> None:
     for node in nodes:
-        path = prefix + _snake(node.key)
         if node.value is not None:
-            last = path.rsplit("/", 1)
-            leaf = _LEAF_ALIASES.get(last[-1], last[-1])
-            path = f"{last[0]}/{leaf}" if len(last) == 2 else leaf
-            out.setdefault(path, node.value)
-        if node.children:
-            _flatten(node.children, path + "/", out)
+            # _tree never gives a valued node children.
+            out.setdefault(prefix + _leaf(node.key), node.value)
+        elif node.children:
+            _flatten(node.children, prefix + _snake(node.key) + "/", out)
 
 
-def _gpu(index: int, bus: str | None, children: list[_Node]) -> NvsmiGpu:
-    fields: dict[str, str] = {}
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """One GPU block read once: its flattened labels (MIG devices and processes left out)."""
+
+    bus: str | None
+    fields: dict[str, str]
+    migs: tuple[MigDevice, ...]
+    has_processes: bool
+
+
+def _block(bus: str | None, children: list[_Node]) -> _Block:
     migs: list[MigDevice] = []
     kept = []
+    has_processes = False
     for node in children:
         key = _snake(node.key)
         if key == "mig_device" and node.value is None:
             raw: dict[str, str] = {}
             _flatten(node.children, "", raw)
             migs.append(mig_device({_MIG_ALIASES.get(k, k): v for k, v in raw.items()}))
-        elif key != "processes":
+        elif key == "processes":
+            has_processes = True
+        else:
             kept.append(node)
+    fields: dict[str, str] = {}
     _flatten(kept, "", fields)
-    mapped = {_ALIASES.get(k, k): v for k, v in fields.items()}
+    return _Block(bus, fields, tuple(migs), has_processes)
+
+
+def _gpu(index: int, block: _Block) -> NvsmiGpu:
+    mapped = {_ALIASES.get(k, k): v for k, v in block.fields.items()}
     # `MIG Device` blocks follow `MIG Mode`; a block without `MIG Mode` (-d / fragment) says
     # nothing about MIG devices.
     has_mig_mode = "mig_mode/current_mig" in mapped
-    return build_gpu(index, bus, mapped, tuple(migs) if has_mig_mode else None)
+    return build_gpu(index, block.bus, mapped, block.migs if has_mig_mode else None)
 
 
 def _has_facts(gpu: NvsmiGpu) -> bool:
@@ -245,19 +275,20 @@ def _has_facts(gpu: NvsmiGpu) -> bool:
     )
 
 
-def _check_complete(blocks: list[tuple[str | None, list[_Node]]]) -> None:
+def _check_complete(blocks: list[_Block]) -> None:
     """Reject output cut short: nvidia-smi prints the same labels for every GPU of a model."""
     first: dict[str | None, set[str]] = {}
-    for bus, children in blocks:
-        kept = [n for n in children if _snake(n.key) not in ("mig_device", "processes")]
-        paths: dict[str, str] = {}
-        _flatten(kept, "", paths)
-        if "product_name" in paths and not any(_snake(n.key) == "processes" for n in children):
+    for block in blocks:
+        bus = block.bus
+        # A `MIG Device : value` line counts as a label of the GPU, not for completeness.
+        paths = {p for p in block.fields if p != "mig_device"}
+        product = block.fields.get("product_name")
+        if "product_name" in paths and not block.has_processes:
             # A full -q block always ends with `Processes` (then `Capabilities` on >= 570).
             raise ParseError(TOOL, f"GPU {bus} block ends before 'Processes': truncated")
-        reference = first.setdefault(paths.get("product_name"), set(paths))
-        if set(paths) != reference:
-            missing = sorted(reference - set(paths))[:3]
+        reference = first.setdefault(product, paths)
+        if paths != reference:
+            missing = sorted(reference - paths)[:3]
             raise ParseError(TOOL, f"GPU {bus} lacks labels its peers have, e.g. {missing}")
         # Aggregate repeats every Volatile counter (plus a threshold flag): fewer means cut.
         volatile = {p[20:] for p in paths if p.startswith("ecc_errors/volatile/")}

@@ -151,6 +151,19 @@ def _under(fields: Mapping[str, str], prefix: str) -> dict[str, str]:
     return {k[len(prefix) :]: v for k, v in fields.items() if k.startswith(prefix)}
 
 
+def _sections(fields: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """`_under(fields, "<top>/")` for every top element at once (one pass over the fields)."""
+    out: dict[str, dict[str, str]] = {}
+    for key, value in fields.items():
+        top, slash, rest = key.partition("/")
+        if slash:
+            if top in out:
+                out[top][rest] = value
+            else:
+                out[top] = {rest: value}
+    return out
+
+
 def build_gpu(
     index: int,
     bus_raw: str | None,
@@ -159,6 +172,8 @@ def build_gpu(
 ) -> NvsmiGpu:
     """Assemble one GPU's facts from flattened `-q -x`-style fields."""
     get = fields.get
+    sections = _sections(fields)
+    section = sections.get
     return NvsmiGpu(
         index=index,
         pci_bus_id=normalize_bus_id(bus_raw),
@@ -181,15 +196,15 @@ def build_gpu(
         mig_mode=_mode(fields, "mig_mode/current_mig", "mig_mode/pending_mig"),
         mig_devices=mig_devices,
         memory_total_mib=int_value(get("fb_memory_usage/total")),
-        pcie=_pcie(fields),
-        clock_event_reasons=_reasons(fields),
-        ecc=_ecc(fields),
-        retired_pages=_retired(fields),
-        remapped_rows=_remapped(fields),
-        temperature=_temperatures(_under(fields, "temperature/")),
-        power=_power(fields, "gpu_power_readings") or _power(fields, "power_readings"),
-        module_power=_power(fields, "module_power_readings"),
-        fabric=_fabric(_under(fields, "fabric/")),
+        pcie=_pcie(fields, section("pci", {})),
+        clock_event_reasons=_reasons(sections),
+        ecc=_ecc(fields, section("ecc_errors", {})),
+        retired_pages=_retired(section("retired_pages", {})),
+        remapped_rows=_remapped(section("remapped_rows", {})),
+        temperature=_temperatures(section("temperature", {})),
+        power=_power(sections, "gpu_power_readings") or _power(sections, "power_readings"),
+        module_power=_power(sections, "module_power_readings"),
+        fabric=_fabric(section("fabric", {})),
     )
 
 
@@ -200,8 +215,8 @@ def _mode(fields: Mapping[str, str], current: str, pending: str) -> ModeState | 
     return ModeState(enabled(cur), enabled(pend), cur, pend)
 
 
-def _pcie(fields: Mapping[str, str]) -> PcieLink | None:
-    link = _under(fields, _LINK)
+def _pcie(fields: Mapping[str, str], pci: Mapping[str, str]) -> PcieLink | None:
+    link = _under(pci, _LINK.removeprefix("pci/"))
     if not link:
         return None
     return PcieLink(
@@ -217,11 +232,11 @@ def _pcie(fields: Mapping[str, str]) -> PcieLink | None:
     )
 
 
-def _reasons(fields: Mapping[str, str]) -> ClockEventReasons | None:
+def _reasons(sections: Mapping[str, Mapping[str, str]]) -> ClockEventReasons | None:
     # Drivers >= 535 say clocks_event_reasons, older ones clocks_throttle_reasons (corpus: the
     # dtd-v11 captures vs the dtd-v12/v13 ones); one mapping either way.
     for naming in ("event", "throttle"):
-        section = _under(fields, f"clocks_{naming}_reasons/")
+        section = sections.get(f"clocks_{naming}_reasons", {})
         if section:
             reasons: dict[str, bool | None] = {}
             for key, value in section.items():
@@ -267,9 +282,8 @@ def _sum(counts: Mapping[str, int | None], keys: tuple[str, ...]) -> int | None:
     return sum(numbers) if numbers else None
 
 
-def _ecc(fields: Mapping[str, str]) -> EccReport | None:
+def _ecc(fields: Mapping[str, str], errors: Mapping[str, str]) -> EccReport | None:
     mode = _mode(fields, "ecc_mode/current_ecc", "ecc_mode/pending_ecc")
-    errors = _under(fields, "ecc_errors/")
     if mode is None and not errors:
         return None
     layout, volatile = _counts(_under(errors, "volatile/"))
@@ -288,8 +302,7 @@ def _ecc(fields: Mapping[str, str]) -> EccReport | None:
     )
 
 
-def _retired(fields: Mapping[str, str]) -> RetiredPages | None:
-    section = _under(fields, "retired_pages/")
+def _retired(section: Mapping[str, str]) -> RetiredPages | None:
     if not section:
         return None
     # Old drivers say "pending_blacklist", newer add "pending_retirement": either one set wins.
@@ -302,9 +315,8 @@ def _retired(fields: Mapping[str, str]) -> RetiredPages | None:
     )
 
 
-def _remapped(fields: Mapping[str, str]) -> RemappedRows | None:
+def _remapped(rows: Mapping[str, str]) -> RemappedRows | None:
     # `<remapped_rows>N/A</remapped_rows>` (Turing/Volta, or any GPU in MIG mode) -> None.
-    rows = _under(fields, "remapped_rows/")
     if not rows:
         return None
     hist = "row_remapper_histogram/row_remapper_histogram_"
@@ -338,8 +350,8 @@ def _temperatures(temp: Mapping[str, str]) -> Temperatures | None:
     )
 
 
-def _power(fields: Mapping[str, str], block: str) -> PowerReadings | None:
-    power = _under(fields, block + "/")
+def _power(sections: Mapping[str, Mapping[str, str]], block: str) -> PowerReadings | None:
+    power = sections.get(block, {})
     if not power:
         return None
     # The old <power_readings> block names the software limit power_limit and the effective
