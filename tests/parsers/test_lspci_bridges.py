@@ -99,3 +99,16 @@ def test_bus_ranges_read_from_the_parse_equal_a_line_by_line_reading() -> None:
     assert {b.device.bdf for b in plain.bridges} - {
         b.device.bdf for b in parse_lspci_view(ansi).bridges
     } == {"0000:16:00.0"}
+
+
+def test_a_bus_range_that_is_not_hexadecimal_is_a_parse_error() -> None:
+    text = (
+        "0000:00:01.0 PCI bridge: Intel Corporation Device 352a (rev 04)\n"
+        "\tBus: primary=00, secondary=zz, subordinate=06, sec-latency=0\n\n"
+    )
+    with pytest.raises(ParseError) as err:
+        parse_lspci_view(text)
+    assert (err.value.tool, err.value.reason) == (
+        "lspci",
+        "0000:00:01.0: bus range not hexadecimal (secondary=zz, subordinate=06)",
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from nodegate.errors import ParseError
 from nodegate.parsers.lspci import LspciReport, PciDevice, scan_lspci
 from nodegate.parsers.pci import normalize_bdf
 
@@ -54,7 +55,14 @@ def parse_lspci_view(text: str) -> LspciView:
     report, texts = scan_lspci(text)
     if not text.isascii() or any(c in text for c in _ODD_ASCII):
         texts = _bus_range_texts(text)
-    ranges = {bdf: (int(sec, 16), int(sub, 16)) for bdf, sec, sub in texts}
+    ranges: dict[str, tuple[int, int]] = {}
+    for bdf, sec, sub in texts:
+        try:
+            ranges[bdf] = (int(sec, 16), int(sub, 16))
+        except ValueError:
+            raise ParseError(
+                TOOL, f"{bdf}: bus range not hexadecimal (secondary={sec}, subordinate={sub})"
+            ) from None
     bridges = tuple(Bridge(d, d.bdf[:4], *ranges[d.bdf]) for d in report.devices if d.bdf in ranges)
     return LspciView(report, bridges)
 
