@@ -74,6 +74,9 @@ def run_size(n: int, a: argparse.Namespace, transport: str) -> dict[str, object]
             env.update(slurm.env())
         reports = tmp / "reports"
         cmd = [sys.executable]
+        if a.py_spy:
+            spy = str(Path(sys.executable).parent / "py-spy")
+            cmd = [spy, "record", "-r", "200", "-f", "raw", "-o", a.py_spy, "--", *cmd]
         if a.profile:
             cmd += ["-m", "cProfile", "-o", a.profile]
         cmd += [
@@ -139,6 +142,40 @@ def run_size(n: int, a: argparse.Namespace, transport: str) -> dict[str, object]
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def print_py_spy(path: str, top: int) -> None:
+    """py-spy's collapsed stacks (every thread, samples while running): own samples per
+    function, and the share under a few frames that say what the controller was doing."""
+    own: dict[str, int] = {}
+    under: dict[str, int] = {}
+    marks = {
+        "parse+judge": "NodeJudge.add",
+        "ssh (asyncssh)": "asyncssh/",
+        "evidence write": "evidence.py:record",
+        "pytest items": "pytest_runtestloop",
+        "collection": "pytest_collectstart",
+        "verdicts.json": "engine.py:write",
+        "admission+reports": "pytest_sessionfinish",
+    }
+    total = 0
+    for line in Path(path).read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        count = int(n)
+        total += count
+        frames = stack.split(";")
+        leaf = frames[-1]
+        own[leaf] = own.get(leaf, 0) + count
+        for label, needle in marks.items():
+            if any(needle in f for f in frames):
+                under[label] = under.get(label, 0) + count
+    print(f"py-spy: {total} samples")
+    for label, count in sorted(under.items(), key=lambda kv: -kv[1]):
+        print(f"  {count / total:6.1%}  under {label}")
+    for leaf, count in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {count / total:6.1%}  {leaf}")
+
+
 def print_profile(path: str, top: int) -> None:
     st = pstats.Stats(path)
     st.sort_stats("tottime").print_stats(top)
@@ -151,6 +188,7 @@ def main() -> int:
     ap.add_argument("--transport", default="ssh", help="ssh, slurm or ssh,slurm")
     ap.add_argument("--subnet", default="127.91")
     ap.add_argument("--profile", help="write the controller's cProfile here and print its top")
+    ap.add_argument("--py-spy", help="sample every thread with py-spy (raw stacks to this file)")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--keep", help="copy each run directory under this directory")
     ap.add_argument("extra", nargs="*", help="more pytest arguments (after --)")
@@ -163,6 +201,8 @@ def main() -> int:
         print(" | ".join(f"{str(r[c]):>12}" for c in cols))
     if a.profile:
         print_profile(a.profile, a.top)
+    if a.py_spy:
+        print_py_spy(a.py_spy, a.top)
     return 0
 
 

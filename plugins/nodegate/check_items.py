@@ -16,6 +16,7 @@ A test that takes anything else, an item marked skip/skipif/xfail/usefixtures, a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -118,24 +119,39 @@ def _own_protocol(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    """setup, call and teardown reports for a CheckItem, without fixtures or capture."""
+    """setup, call and teardown reports for a CheckItem, without fixtures or capture.
+
+    The call goes through `pytest_runtest_makereport` (xfail, a plugin's report wrapper); the
+    setup and teardown around it do nothing, so their passing reports are made directly,
+    sharing the item's keywords (pytest copies them into every report it makes)."""
     if not isinstance(item, CheckItem) or _own_protocol(item):
         return None
     ihook = item.ihook
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    keywords: dict[str, Literal[1]] = dict.fromkeys(item.keywords, 1)
+    ihook.pytest_runtest_logreport(report=_passed(item, keywords, "setup"))
     reraise = (pytest.exit.Exception, KeyboardInterrupt)
-    phases: tuple[tuple[Literal["setup", "call", "teardown"], Callable[[], None]], ...] = (
-        ("setup", _nothing),
-        ("call", item.runtest),
-        ("teardown", _nothing),
-    )
-    for when, fn in phases:
-        call = pytest.CallInfo.from_call(fn, when=when, reraise=reraise)
-        report = ihook.pytest_runtest_makereport(item=item, call=call)
-        ihook.pytest_runtest_logreport(report=report)
+    call = pytest.CallInfo.from_call(item.runtest, when="call", reraise=reraise)
+    ihook.pytest_runtest_logreport(report=ihook.pytest_runtest_makereport(item=item, call=call))
+    ihook.pytest_runtest_logreport(report=_passed(item, keywords, "teardown"))
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
 
 
-def _nothing() -> None:
-    return None
+def _passed(
+    item: pytest.Item, keywords: dict[str, Literal[1]], when: Literal["setup", "teardown"]
+) -> pytest.TestReport:
+    now = time.time()
+    return pytest.TestReport(
+        item.nodeid,
+        item.location,
+        keywords,
+        "passed",
+        None,
+        when,
+        (),
+        0.0,
+        now,
+        now,
+        user_properties=item.user_properties,
+    )

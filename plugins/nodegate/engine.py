@@ -89,6 +89,7 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)
     connections: int = 0
     interrupted: str | None = None  # the stage running when the run was interrupted
+    _written: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
 
     def add(self, v: Verdict) -> None:
         self.verdicts.setdefault((v.check, v.node), []).append(v)
@@ -113,6 +114,9 @@ class RunResult:
         """verdicts.json, streamed: one compact verdict per line (grep-able; at 1,024 nodes
         ~270,000 verdicts, which an indented dump took ~30 s of pure-Python encoding and
         several hundred MB to build)."""
+        key = (str(run_dir), *self._state_key())
+        if key == self._written and (run_dir / VERDICTS_FILE).is_file():
+            return  # the file already holds exactly this (run end after the engine's write)
         head = self.to_json(verdicts=False)
         enc = json.JSONEncoder(separators=(",", ":")).encode
         tmp = run_dir / (VERDICTS_FILE + ".tmp")
@@ -125,6 +129,12 @@ class RunResult:
                     sep = ",\n"
             f.write("\n]}\n")
         tmp.replace(run_dir / VERDICTS_FILE)
+        self._written = key
+
+    def _state_key(self) -> tuple[object, ...]:
+        """What can change between writes: verdicts are only ever added."""
+        n = sum(len(vs) for vs in self.verdicts.values())
+        return (n, len(self.stages_run), self.connections, self.interrupted, len(self.timings))
 
     @classmethod
     def read(cls, run_dir: Path) -> RunResult:
