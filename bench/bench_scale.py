@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_scale.py --sizes 1024,5000
     .venv/bin/python bench/bench_scale.py --sizes 1024 --profile /tmp/p1024.prof
     .venv/bin/python bench/bench_scale.py --sizes 64,256 --transport ssh,slurm
+    .venv/bin/python bench/bench_scale.py --sizes 256 --py-spy /tmp/spy.txt   # pip install .[bench]
 
 Starts a healthy simulated fleet of each size (the demo's hardware, no faults), then runs
 `pytest suites -m "reach or pcie_gpu or hca or roce"` in a child process, as an operator runs

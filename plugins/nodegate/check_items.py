@@ -143,7 +143,9 @@ def _passed(
 ) -> pytest.TestReport:
     now = time.time()
     return pytest.TestReport(
-        item.nodeid,
+        # The item's structured id where pytest has one (9+): junit.xml keys its test case by
+        # it, so the three reports of an item must carry the same one.
+        getattr(item, "id", item.nodeid),
         item.location,
         keywords,
         "passed",

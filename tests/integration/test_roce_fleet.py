@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from nodegate.transport.evidence import resolve_evidence
+from nodegate.transport.evidence import open_evidence, resolve_evidence
 
 from tests.integration.conftest import REPO
 
@@ -139,7 +139,7 @@ def test_roce_fleet_one_node_per_fault(sim_fleet: Any) -> None:
     first, again = (resolve_evidence(run.run_dir, e) for e in pause["evidence"][::2])
     assert "     rx_prio3_pause: 0\n" in first["stdout"]
     assert "     rx_prio3_pause: 184320\n" in again["stdout"]
-    raw = json.loads((run.run_dir / "raw" / "gpu001" / "roce.json").read_text())
+    raw = open_evidence(run.run_dir / "raw" / "gpu001" / "roce.json")  # admitted: compressed
     assert raw["commands"]["counter_window"]["cmd"] == "sleep 2"
 
 

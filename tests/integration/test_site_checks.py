@@ -49,6 +49,7 @@ def test_allure_results_are_one_per_node_and_stage(sim_fleet, tmp_path):
     ]
     assert [s["name"] for s in results[0]["steps"]] == ["reach.kernel.version: 1/1 passed"]
     links = sorted(lk["name"] for r in results for lk in r["links"])
-    assert links == ["raw/gpu001/reach.json", "raw/gpu002/reach.json"]
+    # not rejected: their evidence stays compressed, and the link names that file
+    assert links == ["raw/gpu001/reach.json.gz", "raw/gpu002/reach.json.gz"]
     labels = {(lab["name"], lab["value"]) for r in results for lab in r["labels"]}
     assert {("feature", "reach"), ("host", "gpu001"), ("host", "gpu002")} <= labels

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import pytest
 import yaml
+from nodegate.transport.evidence import open_evidence
 
 from tests.integration.conftest import REPO, base_model
 
@@ -80,7 +80,7 @@ def test_capture_then_replay(sim_fleet, tmp_path):
         cwd=REPO,
     )
     assert p.returncode == 0, p.stdout + p.stderr
-    doc = json.loads((bundle / "gpu003" / "reach.json").read_text())["commands"]["kernel"]
+    doc = open_evidence(bundle / "gpu003" / "reach.json")["commands"]["kernel"]
     assert doc["cmd"] == "uname -r" and doc["stdout"] == "6.8.0-40-generic\n"
     fleet.fleet.stop()
     # the bundle holds the reach stage only; other stages' commands are not in it

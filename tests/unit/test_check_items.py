@@ -34,13 +34,15 @@ def run(tmp: Path, *args: str, suites: Path | None = None) -> subprocess.Complet
 
 
 def junit(tmp: Path) -> dict[str, str]:
-    """name -> outcome (passed / failure / skipped / error) from the run's junit.xml."""
+    """name -> outcome (passed / failure / skipped / error) from the run's junit.xml, which
+    must hold each item's test case exactly once."""
     import xml.etree.ElementTree as ET
 
     root = ET.parse(tmp / "reports" / "r1" / "junit.xml").getroot()
     out = {}
     for case in root.iter("testcase"):
         kinds = [c.tag for c in case if c.tag in ("failure", "skipped", "error")]
+        assert case.attrib["name"] not in out, f"{case.attrib['name']} twice in junit.xml"
         out[case.attrib["name"]] = kinds[0] if kinds else "passed"
     return out
 

@@ -64,3 +64,32 @@ def test_a_flooding_task_is_cut_at_the_cap_and_the_others_are_unaffected():
     s.close()
     assert len(s.of(0)) == 1001 and s.flooded(0)
     assert s.of(1) == b"fine\n" and not s.flooded(1)
+
+
+def test_base64_lines_survive_every_split_and_newline_srun_adds() -> None:
+    import base64
+
+    data = b"x" * 5000 + b"\n" + bytes(range(256)) + b"@@nonce B id\n"
+    text = base64.encodebytes(data)  # 76-character lines, as `base64 -w 76`
+    # srun may cut a line anywhere (a full buffer) and end each piece with its own newline.
+    pieces = [ln[i : i + 50] for ln in text.split(b"\n") for i in range(0, max(len(ln), 1), 50)]
+    output = b"".join(b"0: " + p + b"\n" for p in pieces)
+    other = b"1: " + base64.encodebytes(b"other node\n").rstrip(b"\n") + b"\n"
+    stream = LabelledStream(2, 1 << 20, b64=True)
+    cut = output.index(b"\n", 1000) + 1  # srun writes whole labelled lines; chunks cut anywhere
+    stream.feed(output[:700])
+    stream.feed(output[700:cut])
+    stream.feed(other)
+    stream.feed(output[cut:])
+    stream.close()
+    assert (stream.of(0), stream.of(1)) == (data, b"other node\n")
+    assert not stream.flooded(0)
+
+
+def test_base64_stream_over_its_cap_is_a_flood() -> None:
+    import base64
+
+    stream = LabelledStream(1, 100, b64=True)
+    stream.feed(b"".join(b"0: " + ln + b"\n" for ln in base64.encodebytes(b"y" * 400).split()))
+    stream.close()
+    assert stream.flooded(0) and len(stream.of(0)) > 100

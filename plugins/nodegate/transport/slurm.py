@@ -188,9 +188,12 @@ class SlurmTransport(Transport):
         assert self.alloc is not None
         step = f"nodegate-{secrets.token_hex(4)}"
         names = [self.slurm_names[n] for n in nodes]
-        argv = self._srun_argv(names, step, "--input=all", "--label", "sh", "-c", LAUNCHER)
+        # stdout through base64 on the node: srun --label cannot be undone exactly for long or
+        # partial lines (transport/srun_output.py); base64 lines can.
+        launch = f"{LAUNCHER} | base64 -w 76"
+        argv = self._srun_argv(names, step, "--input=all", "--label", "sh", "-c", launch)
         limit = script.max_session_bytes
-        out, err = LabelledStream(len(nodes), limit), LabelledStream(len(nodes), limit)
+        out, err = LabelledStream(len(nodes), limit, b64=True), LabelledStream(len(nodes), limit)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,

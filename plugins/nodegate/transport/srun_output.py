@@ -13,10 +13,18 @@ write_labelled_message.c). So a labelled line holding exactly SRUN_LINE_MAX byte
 of a longer line (its newline is srun's, dropped); a shorter one ended with the task's own
 newline. The stage script's frames carry byte lengths, so anything this gets wrong shows up
 as a frame error for that node (an ERROR), never as another node's result.
+
+That undoing is exact only when slurmstepd sends a piece short of SRUN_LINE_MAX solely at a
+newline; under a flood it also sends a partial line when its buffer fills, and srun's added
+newline is then taken for the task's (measured: a 300 MB flood's frames were off by one). So
+the stage scripts' stdout goes through `base64 -w 76` on the node (`b64=True`): every line is
+short and newlines are not data, whatever srun adds or splits; the task's bytes are the
+decoded concatenation.
 """
 
 from __future__ import annotations
 
+import binascii
 import re
 from collections.abc import Sequence
 
@@ -31,9 +39,12 @@ class LabelledStream:
     """One of srun's streams, fed in chunks, split into each task's bytes (each kept up to
     `cap` + 1 bytes: more than `cap` is a flood, cut there)."""
 
-    def __init__(self, ntasks: int, cap: int) -> None:
+    def __init__(self, ntasks: int, cap: int, b64: bool = False) -> None:
         self.tasks: list[bytearray] = [bytearray() for _ in range(ntasks)]
+        self.b64 = b64
         self.cap = cap
+        # What is kept per task: the cap itself, or its base64 text (4/3, one newline per 76).
+        self.keep = cap if not b64 else (cap // 3 + 1) * 4 + cap // 57 + 64
         self.stray: list[str] = []  # lines without a task's label: srun's own messages
         self._pending = bytearray()
 
@@ -62,10 +73,12 @@ class LabelledStream:
             self._stray(line)
             return
         body = line[m.end() :]
-        if ended and len(body) < SRUN_LINE_MAX:
+        if self.b64:
+            body = body.strip()  # newlines are not data in base64 text
+        elif ended and len(body) < SRUN_LINE_MAX:
             body += b"\n"  # the task's own newline (a full piece's newline is srun's)
         kept = self.tasks[task]
-        room = self.cap + 1 - len(kept)
+        room = self.keep + 1 - len(kept)
         if room > 0:
             kept += body[:room]
 
@@ -74,11 +87,20 @@ class LabelledStream:
             self.stray.append(line[:300].decode("utf-8", "replace"))
 
     def of(self, task: int) -> bytes:
-        return bytes(self.tasks[task])
+        """The task's bytes (decoded, `b64`; what decodes of a cut or damaged text: the frames
+        then say what is missing)."""
+        kept = bytes(self.tasks[task])
+        if not self.b64:
+            return kept
+        kept = kept[: len(kept) - len(kept) % 4]
+        try:
+            return binascii.a2b_base64(kept)
+        except binascii.Error:
+            return b""
 
     def flooded(self, task: int) -> bool:
         """The task sent more than the cap (what was kept is cut there)."""
-        return len(self.tasks[task]) > self.cap
+        return len(self.tasks[task]) > self.keep
 
 
 def route_labelled(output: bytes, nodes: Sequence[str], cap: int) -> dict[str, bytes]:
