@@ -101,7 +101,7 @@ def test_a_dropped_connection_is_the_process_lost_never_an_exception():
         return p, ready, res
 
     p, ready, res = asyncio.run(go())
-    lost = "connection to gpu005 lost (ConnectionLost: Connection lost)"
+    lost = "connection to gpu005 lost (closed by the other end)"
     assert ready is False and p.at_eof and p.lost == lost
     assert res == ProcessResult(
         node="gpu005",

@@ -55,12 +55,23 @@ def overflow_reason(stream: str, limit: int) -> str:
     return f"printed more than {limit} bytes on {stream}: killed (output kept up to the cap)"
 
 
+# How the other end going away shows up depends on which read or write notices it first
+# (asyncssh's ConnectionLost, or the socket's broken pipe / reset): one reason for all of them,
+# so the same drop reads the same in every run.
+_PEER_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, EOFError)
+PEER_CLOSED = "closed by the other end"
+
+
 def connection_lost(node: str, exc: BaseException) -> str:
     """How a lost connection or channel is reported, wherever it is noticed.
 
     >>> connection_lost("gpu005", ConnectionResetError("reset by peer"))
-    'connection to gpu005 lost (ConnectionResetError: reset by peer)'
+    'connection to gpu005 lost (closed by the other end)'
+    >>> connection_lost("gpu005", TimeoutError("keepalive"))
+    'connection to gpu005 lost (TimeoutError: keepalive)'
     """
+    if isinstance(exc, _PEER_GONE) or type(exc).__name__ == "ConnectionLost":
+        return f"connection to {node} lost ({PEER_CLOSED})"
     return f"connection to {node} lost ({type(exc).__name__}: {exc})"
 
 
