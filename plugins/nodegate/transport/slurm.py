@@ -24,6 +24,7 @@ from nodegate.model import CommandSpec, NodeOutcome, Reach
 from nodegate.settings import DEFAULT_FANOUT
 from nodegate.transport.base import Session, Transport, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.local import LocalProcess
 from nodegate.transport.process import RemoteProcess, SpawnError, kill_script, wrap
 from nodegate.transport.script import LAUNCHER, StageScript, build_script
 from nodegate.transport.slurm_jobs import (
@@ -332,30 +333,14 @@ class SlurmTransport(Transport):
             await release(alloc, self.programs, self.env)
 
 
-class SrunProcess(RemoteProcess):
-    """A spawned command in its own `srun --overlap` step, srun a child of the controller."""
-
-    proc: asyncio.subprocess.Process
+class SrunProcess(LocalProcess):
+    """A spawned command in its own `srun --overlap` step, srun a child of the controller (its
+    streams and exit read as the local transport's); killed on its node through Slurm."""
 
     def __init__(self, node: str, cmd: str, timeout_s: float, transport: SlurmTransport) -> None:
         super().__init__(node, cmd, timeout_s)
         self.transport = transport
 
-    async def _read_out(self, n: int) -> bytes:
-        assert self.proc.stdout is not None
-        return await self.proc.stdout.read(n)
-
-    async def _read_err(self, n: int) -> bytes:
-        assert self.proc.stderr is not None
-        return await self.proc.stderr.read(n)
-
-    async def _returncode(self) -> int | None:
-        return await self.proc.wait()
-
     async def _run_kill(self, pid: int) -> None:
         # On failure the command's own `timeout` still ends it.
         await self.transport.run_on(self.node, kill_script(pid), 15)
-
-    def _close(self) -> None:
-        if self.proc.returncode is None:
-            self.proc.kill()  # srun only: the command was killed by PID, or ends at `timeout`
