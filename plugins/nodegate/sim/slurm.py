@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -52,15 +53,26 @@ def find_daemon(name: str) -> str:
     )
 
 
+# Listening ports come from below the kernel's ephemeral range (ip_local_port_range starts at
+# 32768): a port the kernel handed out and we released could be taken as the *source* port of
+# any outgoing connection (the fleet's own SSH clients make thousands) before slurmd binds it
+# (seen: "Unable to bind listen port ... Address already in use" under a full test run).
+PORT_RANGE = (20000, 32000)
+
+
 def free_ports(n: int) -> list[int]:
-    """n TCP ports free on this machine now (the kernel's ephemeral choice, all held at once so
-    they differ); a fleet's Slurm takes its ports from here, not from a fixed range, so two
-    fleets on one machine never share one."""
+    """n TCP ports free on 127.0.0.1 now, drawn at random below the ephemeral range and held
+    together while drawn (so they differ); two fleets on one machine draw apart."""
+    rng = random.SystemRandom()
     socks: list[socket.socket] = []
     try:
-        for _ in range(n):
+        while len(socks) < n:
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
+            try:
+                s.bind(("127.0.0.1", rng.randrange(*PORT_RANGE)))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:
