@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 PASSIVE = "reach or pcie_gpu or hca or roce"
 
 
-def model(n: int, sim_concurrency: int | None) -> dict[str, object]:
+def model(n: int) -> dict[str, object]:
     doc = yaml.safe_load((REPO / "inventories" / "sim" / "demo.yaml").read_text())
     doc.pop("overrides", None)
     doc.pop("faults", None)
@@ -61,7 +61,7 @@ def run_size(n: int, a: argparse.Namespace, transport: str) -> dict[str, object]
     from nodegate.sim.slurm import SlurmCluster
 
     tmp = Path(tempfile.mkdtemp(prefix=f"ngscale-{n}-"))
-    (tmp / "model.yaml").write_text(yaml.safe_dump(model(n, None)))
+    (tmp / "model.yaml").write_text(yaml.safe_dump(model(n)))
     t_build = time.perf_counter()
     fleet = build_fleet(tmp / "model.yaml", tmp / "fleet", subnet=a.subnet)
     slurm = None

@@ -77,7 +77,7 @@ def main() -> int:
     from nodegate.sim.fleet import build_fleet
 
     tmp = Path(tempfile.mkdtemp(prefix=f"ngprof-{a.nodes}-"))
-    (tmp / "model.yaml").write_text(yaml.safe_dump(model(a.nodes, None)))
+    (tmp / "model.yaml").write_text(yaml.safe_dump(model(a.nodes)))
     fleet = build_fleet(tmp / "model.yaml", tmp / "fleet", subnet=a.subnet)
     try:
         fleet.start(timeout_s=300)
