@@ -1,7 +1,7 @@
 """The site's own fixtures and hooks: pytest loads this file for every run in this checkout.
 
 Site checks are tests in `suites/` that take the `node` fixture (README, "Site checks"); the
-fixtures below are theirs to use, and nodegate's hooks (`nodegate.hookspecs`, e.g.
+fixtures below are theirs to use, and nodegate's hooks (`nodegate.session.hookspecs`, e.g.
 `pytest_nodegate_admission(doc, run_dir)`) can be implemented here as well. Worked example,
 opt-in: save as `suites/test_site_kernel.py`, then run
 `NODEGATE_SITE_KERNELS="5.15.0-" pytest suites --inventory inv.yaml`:

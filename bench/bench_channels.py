@@ -35,8 +35,8 @@ def rss_kb() -> int:
 
 
 def run(n: int, per_node: int) -> dict[str, object]:
+    from nodegate.core.values import CommandSpec
     from nodegate.inventory import load_inventory
-    from nodegate.model import CommandSpec
     from nodegate.sim.fleet import build_fleet
     from nodegate.transport.ssh import SSHTransport
 

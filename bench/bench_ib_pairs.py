@@ -40,12 +40,12 @@ def model(n: int, faults: int) -> tuple[dict[str, object], set[tuple[str, int]]]
 
 
 def run(n: int, faults: int, fanout: int, max_active: int | None) -> dict[str, object]:
-    from nodegate.engine import Engine
+    from nodegate.core.settings import DEFAULT_MAX_ACTIVE
+    from nodegate.framework.stage import StageOptions
     from nodegate.inventory import load_inventory
     from nodegate.profiles import ProfileLibrary
-    from nodegate.settings import DEFAULT_MAX_ACTIVE
+    from nodegate.session.engine import Engine
     from nodegate.sim.fleet import build_fleet
-    from nodegate.stages.base import StageOptions
     from nodegate.stages.ib_pairs import STAGE
     from nodegate.transport.evidence import EvidenceWriter
     from nodegate.transport.ssh import SSHTransport

@@ -23,7 +23,7 @@ PASSIVE = ("reach", "pcie_gpu", "hca", "roce")
 
 
 def outcome_of(doc: dict[str, object]):  # type: ignore[no-untyped-def]
-    from nodegate.model import CommandResult, NodeOutcome, Reach
+    from nodegate.core.values import CommandResult, NodeOutcome, Reach
 
     results = {
         cid: CommandResult(

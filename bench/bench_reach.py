@@ -40,9 +40,9 @@ def model(n: int) -> dict[str, object]:
 
 def child(n: int, fanout: int, root: Path) -> dict[str, float]:
     """Runs in a fresh process: the engine's reach stage over an already started fleet."""
-    from nodegate.engine import Engine
     from nodegate.inventory import load_inventory
     from nodegate.profiles import ProfileLibrary
+    from nodegate.session.engine import Engine
     from nodegate.stages.reach import STAGE
     from nodegate.transport.evidence import EvidenceWriter
     from nodegate.transport.ssh import SSHTransport

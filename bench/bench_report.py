@@ -94,9 +94,9 @@ def dir_size(path: Path) -> tuple[int, int]:
 
 def main() -> int:
     sys.path.insert(0, str(REPO / "plugins"))
-    from nodegate.allure_results import write_results
-    from nodegate.html_report import write_report
-    from nodegate.terminal import Paths, decision_lines
+    from nodegate.reports.allure import write_results
+    from nodegate.reports.html import write_report
+    from nodegate.reports.terminal import Paths, decision_lines
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--from", dest="src", default="reports/latest", help="a run directory")

@@ -82,7 +82,7 @@ def run_nodes(run: Path, name: str, limit: int) -> Iterator[str]:
 
 def sim_nodes(name: str) -> Iterator[str]:
     """Facts and verdicts of the simulated node, healthy and with each sim fault."""
-    from nodegate.model import CommandResult, NodeOutcome, Reach
+    from nodegate.core.values import CommandResult, NodeOutcome, Reach
     from nodegate.profiles import load_profile_file
     from nodegate.sim.model import Fault, SimNode
     from nodegate.sim.tools import answer
@@ -115,7 +115,7 @@ def sim_nodes(name: str) -> Iterator[str]:
 
 def corpus_inputs(name: str, dirs: list[Path]) -> Iterator[str]:
     """Every parser of the stage on every corpus file, whole and cut short."""
-    from nodegate.errors import ParseError
+    from nodegate.core.errors import ParseError
 
     parsers: list[tuple[str, Callable[[str], Any]]] = []
     for ref in PARSERS[name]:

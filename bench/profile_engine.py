@@ -32,10 +32,10 @@ PASSIVE = ("reach", "pcie_gpu", "hca", "roce")
 
 
 def profile_engine(root: Path, out: str) -> tuple[float, float, int]:
-    from nodegate.engine import Engine
+    from nodegate.core.settings import DEFAULT_FANOUT
     from nodegate.inventory import load_inventory
     from nodegate.profiles import ProfileLibrary
-    from nodegate.settings import DEFAULT_FANOUT
+    from nodegate.session.engine import Engine
     from nodegate.stages.registry import STAGES
     from nodegate.transport.evidence import EvidenceWriter
     from nodegate.transport.ssh import SSHTransport

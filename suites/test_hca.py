@@ -6,6 +6,6 @@ One test per check of the stage's check table (nodegate.stages.hca), one item pe
 each item asserts its own. Nothing to edit here: a check is registered in its stage's table.
 """
 
-from nodegate.suite import stage_tests
+from nodegate.session.suite import stage_tests
 
 globals().update(stage_tests("hca", __name__))

@@ -5,6 +5,6 @@ One test per check of the stage's check table (nodegate.stages.pcie_gpu), one it
 each item asserts its own. Nothing to edit here: a check is registered in its stage's table.
 """
 
-from nodegate.suite import stage_tests
+from nodegate.session.suite import stage_tests
 
 globals().update(stage_tests("pcie_gpu", __name__))

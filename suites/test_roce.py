@@ -2,6 +2,6 @@
 per RoCE rail, and the fleet's duplicate addresses and majority configuration (checks in
 nodegate.stages.roce.checks)."""
 
-from nodegate.suite import stage_tests
+from nodegate.session.suite import stage_tests
 
 globals().update(stage_tests("roce", __name__))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from nodegate.model import CommandSpec
+from nodegate.core.values import CommandSpec
 from nodegate.sim.fleet import Fleet, build_fleet
 from nodegate.transport.script import LAUNCHER, build_script, parse_frames
 

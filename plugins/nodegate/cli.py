@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodegate import bundled
-from nodegate.errors import ConfigError
-from nodegate.safetext import printable, printable_lines
+from nodegate.core import bundled
+from nodegate.core.errors import ConfigError
+from nodegate.core.safetext import printable, printable_lines
 
 if TYPE_CHECKING:
-    from nodegate.stages.base import PassiveStage
+    from nodegate.framework.stage import PassiveStage
 
 DEFAULT_SIM_ROOT = Path(".nodegate") / "sim"
 DEFAULT_SUBNET = "127.77"
@@ -150,11 +150,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_capture(args: argparse.Namespace) -> int:
     """Run the selected stages' commands on nodes and keep the outputs as a replay bundle."""
+    from nodegate.core.settings import build_settings
     from nodegate.inventory import load_inventory
     from nodegate.profiles import ProfileLibrary
-    from nodegate.settings import build_settings
+    from nodegate.session.transports import builtin_hook, known_transports, make_transport
     from nodegate.transport.evidence import EvidenceWriter
-    from nodegate.transport.registry import builtin_hook, known_transports, make_transport
 
     hook = builtin_hook()
     settings = build_settings(
@@ -204,7 +204,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 def _passive_stage(name: str) -> PassiveStage[Any, Any]:
     """A stage that can be captured (reads node state only), or a ConfigError saying why."""
-    from nodegate.stages.base import PassiveStage
+    from nodegate.framework.stage import PassiveStage
     from nodegate.stages.registry import STAGES
 
     by_name = {s.name: s for s in STAGES}
@@ -250,8 +250,8 @@ def cmd_run(pytest_args: list[str]) -> int:
 
 
 def _add_settings_options(p: argparse.ArgumentParser, *flags: str, required: bool = False) -> None:
-    """The pytest plugin's options, same names, help and validation (nodegate.settings)."""
-    from nodegate.settings import OPTION
+    """The pytest plugin's options, same names, help and validation (nodegate.core.settings)."""
+    from nodegate.core.settings import OPTION
 
     for flag in flags:
         o = OPTION[flag]

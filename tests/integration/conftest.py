@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 from nodegate.sim.fleet import Fleet, build_fleet, find_sshd
 from nodegate.sim.slurm import SlurmCluster
 

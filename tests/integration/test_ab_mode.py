@@ -11,8 +11,8 @@ from typing import Any
 import jsonschema
 import pytest
 from ClusterShell.NodeSet import NodeSet
-from nodegate.abmode import compare_schema
-from nodegate.gate import admission_schema
+from nodegate.admission.gate import admission_schema
+from nodegate.compare.abmode import compare_schema
 
 from tests.integration.conftest import Run, base_model
 

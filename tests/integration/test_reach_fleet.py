@@ -5,7 +5,7 @@ from __future__ import annotations
 import jsonschema
 import junitparser
 import pytest
-from nodegate.gate import admission_schema
+from nodegate.admission.gate import admission_schema
 from nodegate.transport.evidence import resolve_evidence
 
 from tests.integration.conftest import base_model

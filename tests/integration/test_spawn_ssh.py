@@ -59,6 +59,6 @@ def test_server_client_and_kill_over_ssh(sim_fleet):
 
 
 def _spec(cmd: str):
-    from nodegate.model import CommandSpec
+    from nodegate.core.values import CommandSpec
 
     return CommandSpec("x", cmd, 10)

@@ -122,7 +122,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installe
 def test_installed_nodegate_uses_the_wheels_own_files(installed, tmp_path):
     p = installed.python(
         "-c",
-        "import nodegate, nodegate.bundled as b; print(nodegate.__file__, b.installed()); "
+        "import nodegate, nodegate.core.bundled as b; print(nodegate.__file__, b.installed()); "
         "print(b.profiles_dir()); print(b.suites_dir()); print(b.demo_model())",
         cwd=tmp_path,
     )
@@ -143,7 +143,7 @@ def test_user_profiles_dir_comes_before_the_shipped_one(installed, tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "generic-hgx-h100.yaml").write_text("name: generic-hgx-h100\n")
     args = installed.python(
-        "-c", "import nodegate.bundled as b; print('\\n'.join(b.suite_args()))", cwd=tmp_path
+        "-c", "import nodegate.core.bundled as b; print('\\n'.join(b.suite_args()))", cwd=tmp_path
     ).stdout.splitlines()
     run = [*args, "-p", "no:cacheprovider", "--inventory=inv.yaml", "--collect-only", "-q"]
     shipped = installed.python("-m", "pytest", *run, cwd=tmp_path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.dcgm import TOOL, DcgmDiag, DiagResult, DiagTest, parse_dcgmi_diag
 from nodegate.parsers.dcgm_discovery import DcgmDiscovery, parse_dcgmi_discovery
 from nodegate.parsers.dcgm_json import diag_test_from_json, parse_dcgmi_diag_json

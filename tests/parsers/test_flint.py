@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.flint import parse_ethtool_i, parse_flint_query
 
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text

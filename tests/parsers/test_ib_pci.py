@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.ib_pci import parse_ib_pci
 
 from tests.parsers.conftest import corpus_text

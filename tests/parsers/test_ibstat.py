@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.ibstat import parse_ibstat, parse_ibstatus
 
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text

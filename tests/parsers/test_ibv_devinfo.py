@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.ibv_devinfo import parse_ibv_devices, parse_ibv_devinfo
 
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text

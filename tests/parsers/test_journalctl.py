@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.journalctl import NO_ENTRIES, parse_kernel_window
 from nodegate.parsers.kernel_log import TOOL, KernelLogEvents, parse_kernel_log
 

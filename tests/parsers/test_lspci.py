@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.lspci import parse_lspci
 from nodegate.parsers.lspci_select import gpus, mellanox_hcas, nvswitches, pcie_switch_ports
 

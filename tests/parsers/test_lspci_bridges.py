@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.lspci_bridges import LspciView, parse_lspci_view
 from nodegate.parsers.lspci_select import gpus
 

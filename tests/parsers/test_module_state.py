@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.module_state import parse_module_initstate
 
 

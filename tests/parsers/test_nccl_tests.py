@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.nccl_debug import parse_nccl_debug
 from nodegate.parsers.nccl_tests import (
     NcclTestsFailure,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.nvlink import TOOL, NvlinkCondition, parse_nvlink_status
 
 from conftest import CORPUS, check_expected, corpus_text, cut_corpus

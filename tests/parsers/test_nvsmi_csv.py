@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.nvsmi_csv import HELP_TOOL, TOOL, parse_nvsmi_csv, parse_nvsmi_help_query
 
 from conftest import CORPUS, check_expected, corpus_text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.nvsmi_text import TOOL, parse_nvsmi_text
 from nodegate.parsers.nvsmi_xml import parse_nvsmi_xml
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.perfquery import parse_perfquery
 
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.perftest import PerftestResult, parse_ib_write_bw
 from nodegate.parsers.perftest_failure import PerftestFailure
 

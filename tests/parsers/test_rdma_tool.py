@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.rdma_tool import parse_ibdev2netdev, parse_rdma_dev, parse_rdma_link
 
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text

@@ -2,7 +2,7 @@
 /proc/driver/nvidia/version lines as published in public bug reports and docs)."""
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.reach import (
     parse_nvidia_version,
     parse_ofed_info,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.ethtool import parse_ethtool, parse_ethtool_stats
 from nodegate.parsers.file_values import parse_file_values
 from nodegate.parsers.iproute_json import parse_ip_addr, parse_ip_routes, parse_ip_rules

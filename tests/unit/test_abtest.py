@@ -8,27 +8,27 @@ from typing import Any
 
 import jsonschema
 import pytest
-from nodegate.abmode import (
+from nodegate.compare.abmode import (
     ABMode,
     check_same_fleet,
     compare_schema,
     comparison_doc,
     summary_lines,
 )
-from nodegate.abtest import FLEET, compare
-from nodegate.baseline import (
+from nodegate.compare.abtest import FLEET, compare
+from nodegate.compare.baseline import (
     baseline_doc,
     baseline_schema,
     component_key,
     load_baseline,
     save_baseline,
 )
-from nodegate.engine import RunResult
-from nodegate.errors import ConfigError
-from nodegate.model import Status, Verdict
+from nodegate.compare.regression import RegressionRules, regression_rules
+from nodegate.core.errors import ConfigError
+from nodegate.core.results import RunResult
+from nodegate.core.settings import build_settings
+from nodegate.core.values import Status, Verdict
 from nodegate.profiles import Profile, ProfileLibrary, validate_profile
-from nodegate.regression import RegressionRules, regression_rules
-from nodegate.settings import build_settings
 from nodegate.stages.registry import checks_by_id
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,15 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodegate.active import Campaign, EvidenceRefs, Execution, ProcessLedger, Sanity, Spawner
-from nodegate.active.ledger import SpawnScope
-from nodegate.active.rounds import Round, RoundId
-from nodegate.active.scheduler import Claim, Scheduler, Usage, first_wave
-from nodegate.active.skeleton import concurrency_doc, run_round
+from nodegate.core.settings import DEFAULT_MAX_ACTIVE
+from nodegate.core.values import Verdict
+from nodegate.framework.active import (
+    Campaign,
+    EvidenceRefs,
+    Execution,
+    ProcessLedger,
+    Sanity,
+    Spawner,
+)
+from nodegate.framework.active.ledger import SpawnScope
+from nodegate.framework.active.rounds import Round, RoundId
+from nodegate.framework.active.scheduler import Claim, Scheduler, Usage, first_wave
+from nodegate.framework.active.skeleton import concurrency_doc, run_round
 from nodegate.inventory import Node, SSHSettings
-from nodegate.model import Verdict
 from nodegate.profiles import ProfileLibrary
-from nodegate.settings import DEFAULT_MAX_ACTIVE
 from nodegate.stages.ib_pairs.campaign import PairCampaign
 from nodegate.stages.ib_pairs.plan import PairTest
 from nodegate.stages.ib_pairs.profile import ib_pairs_profile, profile_rails

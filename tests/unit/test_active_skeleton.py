@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodegate.active import (
+from nodegate.core.checks import Check, CheckTable
+from nodegate.core.thresholds import Threshold
+from nodegate.core.values import Status, Verdict
+from nodegate.framework.active import (
     ActiveStage,
     Campaign,
     EvidenceRefs,
@@ -35,12 +38,9 @@ from nodegate.active import (
     Spawner,
     failure_status,
 )
-from nodegate.checks import Check, CheckTable
-from nodegate.engine import LoopThread
+from nodegate.framework.stage import StageContext, StageOptions
 from nodegate.inventory import Node, SSHSettings
-from nodegate.model import Status, Verdict
-from nodegate.stages.base import StageContext, StageOptions
-from nodegate.thresholds import Threshold
+from nodegate.session.engine import LoopThread
 from nodegate.transport.evidence import EvidenceWriter, resolve_evidence
 from nodegate.transport.local import LocalTransport
 from nodegate.transport.process import RemoteProcess, SpawnError

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from nodegate.admission.gate import admission_doc, admission_schema, decide
 from nodegate.admission.policy import policy_of
 from nodegate.admission.remediation import CLASSES, RemediationTable, table_of
-from nodegate.engine import RunResult
-from nodegate.errors import ConfigError
-from nodegate.gate import admission_doc, admission_schema, decide
-from nodegate.model import Status, Verdict
+from nodegate.core.errors import ConfigError
+from nodegate.core.results import RunResult
+from nodegate.core.values import Status, Verdict
 from nodegate.profiles import ProfileLibrary
+from nodegate.reports.terminal import summary_lines
 from nodegate.stages.registry import STAGES, checks_by_id
-from nodegate.terminal import summary_lines
 
 REPO = Path(__file__).resolve().parents[2]
 META = {
@@ -189,7 +189,7 @@ def test_the_schema_refuses_a_not_qualified_node_with_a_failure() -> None:
 
 # -- options -------------------------------------------------------------------------------
 def settings(cli: dict[str, object], ini: dict[str, object] | None = None):
-    from nodegate.settings import build_settings
+    from nodegate.core.settings import build_settings
 
     return build_settings(cli, ini or {}, known_transports={"ssh"}, rootpath=Path("."))
 

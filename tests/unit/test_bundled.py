@@ -1,4 +1,4 @@
-"""nodegate.bundled: the checkout's own files from a checkout, package data when installed."""
+"""nodegate.core.bundled: the checkout's own files from a checkout, package data when installed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from nodegate import bundled
+from nodegate.core import bundled
 
 REPO = Path(__file__).resolve().parents[2]
 

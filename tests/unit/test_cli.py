@@ -10,13 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from nodegate import bundled, cli
-from nodegate.errors import ConfigError
+from nodegate import cli
+from nodegate.core import bundled
+from nodegate.core.errors import ConfigError
+from nodegate.core.settings import Settings
 from nodegate.inventory import load_inventory
-from nodegate.settings import Settings
+from nodegate.session.transports import builtin_hook, make_transport
 from nodegate.transport.evidence import EvidenceWriter, open_evidence
 from nodegate.transport.local import LocalTransport, ReplayTransport
-from nodegate.transport.registry import builtin_hook, make_transport
 from nodegate.transport.ssh import SSHTransport
 
 INVENTORY = """\

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from nodegate.active.addresses import PeerAddress, peer_address
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
+from nodegate.framework.active.addresses import PeerAddress, peer_address
 from nodegate.inventory import DataPlane, FrozenMap, load_inventory
 from nodegate.profiles import ProfileLibrary
 from nodegate.stages.ib_pairs.campaign import PairCampaign

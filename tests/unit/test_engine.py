@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from nodegate.engine import Engine
+from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
+from nodegate.framework.stage import CheckSpec, OutcomeReader, Stage, StageContext
 from nodegate.inventory.model import Node, SSHSettings
-from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import Profile
-from nodegate.stages.base import CheckSpec, OutcomeReader, Stage, StageContext
+from nodegate.session.engine import Engine
 from nodegate.transport.base import Session, Transport
 
 

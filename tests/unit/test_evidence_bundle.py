@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach
+from nodegate.core.values import CommandResult, CommandSpec, NodeOutcome, Reach
 from nodegate.transport.evidence import (
     EvidenceWriter,
     ProcessRecord,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-from nodegate.engine import RunResult
-from nodegate.gate import admission_doc, admission_schema, decide
-from nodegate.model import Status, Verdict
-from nodegate.report import fold_reasons
+from nodegate.admission.gate import admission_doc, admission_schema, decide
+from nodegate.core.results import RunResult
+from nodegate.core.values import Status, Verdict
+from nodegate.reports.folding import fold_reasons
 
 SEL = [
     ("reach.ssh", "gpu1"),

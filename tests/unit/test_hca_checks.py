@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
+from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import load_profile_file
 from nodegate.sim.model import Fault, SimNode
 from nodegate.sim.tools.hca import (
@@ -260,7 +260,7 @@ def test_firmware_uniform_majority_histogram_and_tie() -> None:
 
 
 def test_unreachable_node_errors_every_check() -> None:
-    from nodegate.stages.base import unreachable_verdicts
+    from nodegate.framework.stage import unreachable_verdicts
 
     out = NodeOutcome("gpu009", Reach.UNREACHABLE, detail="connection refused")
     verdicts = unreachable_verdicts(STAGE, out, first_check_fails=False)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from nodegate.errors import ConfigError
-from nodegate.model import Status
+from nodegate.core.errors import ConfigError
+from nodegate.core.thresholds import Threshold
+from nodegate.core.values import Status
 from nodegate.profiles import load_profile_file
 from nodegate.stages.hca import STAGE, Rail, hca_profile
 from nodegate.stages.hca.profile import CountRule, PcieRule, VersionRule, show_expected
-from nodegate.thresholds import Threshold
 
 from tests.integration.conftest import REPO
 from tests.unit.test_hca_checks import judge, outcome

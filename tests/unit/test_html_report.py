@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from nodegate.html_report import write_report
-from nodegate.html_report.plots import bound, histogram, plots
+from nodegate.reports.html import write_report
+from nodegate.reports.html.plots import bound, histogram, plots
 
 
 def verdict(check: str, node: str, status: str, observed: Any = None, **kw: Any) -> dict[str, Any]:

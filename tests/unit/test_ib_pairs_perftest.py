@@ -9,8 +9,8 @@ import dataclasses
 import time
 from pathlib import Path
 
-from nodegate.active.campaign import Execution
-from nodegate.active.rounds import Sanity
+from nodegate.framework.active.campaign import Execution
+from nodegate.framework.active.rounds import Sanity
 from nodegate.profiles import ProfileLibrary
 from nodegate.stages.ib_pairs.perftest import READY, pair_sanity, run_pair
 from nodegate.stages.ib_pairs.plan import PairTest

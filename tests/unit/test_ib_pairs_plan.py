@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from nodegate.active.rounds import Round, RoundId
+from nodegate.framework.active.rounds import Round, RoundId
 from nodegate.stages.ib_pairs.plan import (
     MAX_ROUNDS,
     Localization,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
+from nodegate.core.thresholds import Threshold
 from nodegate.profiles import ProfileLibrary, load_profile_file
 from nodegate.stages.ib_pairs.profile import Rail, ib_pairs_profile, profile_rails
-from nodegate.thresholds import Threshold
 
 from tests.integration.conftest import REPO
 

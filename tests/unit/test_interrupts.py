@@ -16,14 +16,15 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from nodegate.engine import Engine, LoopThread, RunResult
-from nodegate.gate import admission_doc, admission_schema, decide
-from nodegate.interrupts import InterruptGuard, Terminated
-from nodegate.model import Status, Verdict
+from nodegate.admission.gate import admission_doc, admission_schema, decide
+from nodegate.core.results import RunResult
+from nodegate.core.values import Status, Verdict
+from nodegate.framework.stage import CheckSpec, Stage, StageContext
 from nodegate.profiles import Profile
-from nodegate.reporting import LatestLink
-from nodegate.stages.base import CheckSpec, Stage, StageContext
-from nodegate.terminal import summary_lines
+from nodegate.reports.terminal import summary_lines
+from nodegate.session.engine import Engine, LoopThread
+from nodegate.session.finish import LatestLink
+from nodegate.session.interrupts import InterruptGuard, Terminated
 
 from tests.unit.test_engine import NoTransport, node
 

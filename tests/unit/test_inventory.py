@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 from nodegate.inventory import FrozenMap, Inventory, Node, SSHSettings, load_inventory, natural_key
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "inventories" / "examples"

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 from nodegate.inventory import Inventory, load_inventory
 from nodegate.inventory.ansible import expand_host_pattern
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 from nodegate.inventory import Inventory, load_inventory
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "inventories" / "examples" / "h100-racks.yaml"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from nodegate import cli
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
+from nodegate.core.names import MAX_NODES, is_name
 from nodegate.inventory import load_inventory
-from nodegate.names import MAX_NODES, is_name
 from nodegate.sim.fleet import Fleet
 from nodegate.sim.model import FleetModel, SimNode
 

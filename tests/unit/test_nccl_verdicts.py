@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodegate.model import Status, Verdict
+from nodegate.core.values import Status, Verdict
 from nodegate.profiles import ProfileLibrary
 from nodegate.stages.nccl.checks import LOCALIZED, WHOLE, Judge
 from nodegate.stages.nccl.plan import NcclOutcome

@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from nodegate.engine import RunResult
-from nodegate.errors import ConfigError
-from nodegate.gate import admission_doc, decide
-from nodegate.model import Status, Verdict
-from nodegate.outliers import find_outliers, reject_blocking, summary_lines, validate_policies
+from nodegate.admission.gate import admission_doc, decide
+from nodegate.compare.outliers import (
+    find_outliers,
+    reject_blocking,
+    summary_lines,
+    validate_policies,
+)
+from nodegate.core.errors import ConfigError
+from nodegate.core.results import RunResult
+from nodegate.core.values import Status, Verdict
 from nodegate.profiles import Profile
 from nodegate.stages.registry import checks_by_id
 

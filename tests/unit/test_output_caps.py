@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from nodegate.active.campaign import Execution, Side
+from nodegate.framework.active.campaign import Execution, Side
 from nodegate.stages.ib_pairs.perftest import bandwidth_of
 from nodegate.stages.nccl.launch import _drain
 from nodegate.stages.nccl.results import read_job

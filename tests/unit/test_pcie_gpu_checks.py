@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
+from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import Profile, load_profile_file
 from nodegate.sim.model import Fault, SimNode
 from nodegate.sim.tools import answer

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 import yaml
-from nodegate.errors import ConfigError
-from nodegate.model import Status
+from nodegate.core.errors import ConfigError
+from nodegate.core.thresholds import Threshold
+from nodegate.core.values import Status
 from nodegate.profiles import ProfileLibrary, load_profile_file
 from nodegate.sim.model import Fault
 from nodegate.stages.pcie_gpu import STAGE
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile, XidRule
-from nodegate.thresholds import Threshold
 
 from tests.unit.test_pcie_gpu_checks import REPO, run
 

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from nodegate.model import Status, Verdict
+from nodegate.core.values import Status, Verdict
 from nodegate.profiles import Profile, load_profile_file
 from nodegate.sim.model import Fault
 

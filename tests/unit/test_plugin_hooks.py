@@ -36,7 +36,7 @@ nodes: {"n[1-2]": {}}
 # A site plugin: builds transport "fake" (every node unreachable) and records what it sees.
 PROBE = """\
 import json, os
-from nodegate.model import NodeOutcome, Reach
+from nodegate.core.values import NodeOutcome, Reach
 from nodegate.transport.base import Transport
 
 def _record(**event):

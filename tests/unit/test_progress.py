@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from nodegate import bundled
+from nodegate.core import bundled
 from nodegate.inventory import load_inventory
 from nodegate.profiles import ProfileLibrary
-from nodegate.progress import Progress, stage_deadline_s
+from nodegate.session.progress import Progress, stage_deadline_s
 from nodegate.stages.ib_pairs import STAGE as IB_PAIRS
 from nodegate.stages.reach import STAGE as REACH
 from nodegate.transport.script import KILL_AFTER_S, SESSION_SLACK_S
@@ -34,20 +34,43 @@ def test_passive_deadline_is_waves_of_connect_plus_script(fleet):
     _, nodes, profiles = fleet
     specs = REACH.commands(nodes[0], profiles["n1"])
     script = sum(s.timeout_s + KILL_AFTER_S for s in specs) + SESSION_SLACK_S
-    assert stage_deadline_s(REACH, nodes, profiles, 10.0, 256) == round(21 + script, 1)
+    assert stage_deadline_s(3, script, 10.0, 256) == round(21 + script, 1)
     # two waves at --fanout 2
-    assert stage_deadline_s(REACH, nodes, profiles, 10.0, 2) == round(2 * (21 + script), 1)
-    assert stage_deadline_s(IB_PAIRS, nodes, profiles, 10.0, 256) is None
+    assert stage_deadline_s(3, script, 10.0, 2) == round(2 * (21 + script), 1)
+    assert stage_deadline_s(3, None, 10.0, 256) is None  # an active stage: its rounds show it
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.started: list[tuple[str, int, bool, float | None]] = []
+
+    def stage_started(self, stage, nodes, *, active, script_deadline_s):
+        self.started.append((stage, nodes, active, script_deadline_s))
+
+
+def test_stages_announce_the_deadline_of_the_scripts_they_planned(fleet, tmp_path):
+    """The stage tells the display its plan's worst script deadline; the display never plans."""
+    from nodegate.framework.stage import StageContext, StageOptions
+
+    _, nodes, profiles = fleet
+    rec = Recorder()
+    ctx = StageContext(nodes, profiles, None, tmp_path, StageOptions(progress=rec))  # type: ignore[arg-type]
+    specs = REACH.commands(nodes[0], profiles["n1"])
+    script = sum(s.timeout_s + KILL_AFTER_S for s in specs) + SESSION_SLACK_S
+    REACH.announce(ctx, script)
+    IB_PAIRS.announce(ctx)
+    assert rec.started == [("reach", 3, False, script), ("ib_pairs", 3, True, None)]
 
 
 def test_plain_lines_count_nodes_failures_and_rounds(fleet, monkeypatch):
     _, nodes, profiles = fleet
     clock = iter([100.0, 100.0, 100.0, 101.5, 107.0, 107.0, 107.0, 108.0])
-    monkeypatch.setattr("nodegate.progress.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("nodegate.session.progress.time.monotonic", lambda: next(clock))
     lines: list[str] = []
     p = Progress("plain", lines.append, 10.0, 256, io.StringIO())
-    deadline = stage_deadline_s(REACH, nodes, profiles, 10.0, 256)
-    p.stage_started(REACH, nodes, profiles)
+    script = 30.0
+    deadline = stage_deadline_s(3, script, 10.0, 256)
+    p.stage_started("reach", 3, active=False, script_deadline_s=script)
     p.node_done("reach", "n1", True)  # 1.5 s: no line yet (one every 5 s)
     p.node_done("reach", "n2", False)  # 7 s
     p.node_done("ib_pairs-cleanup", "n2", False)  # another stage's file: not counted
@@ -67,7 +90,7 @@ def test_off_says_nothing_but_the_plan_lines(fleet):
     _, nodes, profiles = fleet
     lines: list[str] = []
     p = Progress("off", lines.append, 10.0, 256, io.StringIO())
-    p.stage_started(REACH, nodes, profiles)
+    p.stage_started("reach", 3, active=False, script_deadline_s=30.0)
     p.node_done("reach", "n1", True)
     p.stage_finished("reach", 0)
     p.log("ib_pairs generic-hgx-h100: round 1: 72 tests")
@@ -78,7 +101,7 @@ def test_live_bars_render_stage_and_round(fleet):
     _, nodes, profiles = fleet
     out = io.StringIO()
     with Progress("live", lambda line: None, 10.0, 256, out) as p:
-        p.stage_started(REACH, nodes, profiles)
+        p.stage_started("reach", 3, active=False, script_deadline_s=30.0)
         p.node_done("reach", "n1", False)
         p.round_started("ib_pairs", "c: round 1", 4)
         p.test_done("ib_pairs", "c: round 1")

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from nodegate.errors import ConfigError
-from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
+from nodegate.core.errors import ConfigError
+from nodegate.core.thresholds import Threshold
+from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
+from nodegate.core.versions import VersionRule
 from nodegate.profiles import ProfileLibrary, load_profile_file
 from nodegate.sim.tools.reach import nvidia_version, os_release
 from nodegate.stages.reach import STAGE
 from nodegate.stages.reach.checks import CHECKS
 from nodegate.stages.reach.facts import ReachFacts
 from nodegate.stages.reach.profile import ReachProfile
-from nodegate.thresholds import Threshold
-from nodegate.versions import VersionRule
 
 REPO = Path(__file__).resolve().parents[2]
 LIB = ProfileLibrary([REPO / "inventories" / "profiles"])

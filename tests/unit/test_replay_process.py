@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from nodegate.active.ledger import ProcessLedger, stray_script
+from nodegate.framework.active.ledger import ProcessLedger, stray_script
 from nodegate.transport.evidence import EvidenceWriter, ProcessRecord
 from nodegate.transport.local import LocalTransport, ReplayTransport
 from nodegate.transport.process import ProcessResult, SpawnError

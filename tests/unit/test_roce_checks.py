@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 import yaml
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
+from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
+from nodegate.framework.stage import StageContext
 from nodegate.inventory import Node
 from nodegate.inventory.model import FrozenMap, SSHSettings
-from nodegate.model import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import ProfileLibrary
 from nodegate.sim.fleet import Fleet
-from nodegate.stages.base import StageContext
 from nodegate.stages.ib_pairs.profile import ib_pairs_profile
 from nodegate.stages.ib_pairs.stage import with_roce
 from nodegate.stages.roce import STAGE, RoceTransport, roce_transport

@@ -1,5 +1,5 @@
 """What a node prints reaches the terminal, the pytest/JUnit failure text and HTML escaped
-(`nodegate.safetext`), and the summary line of every failure shows observed and expected."""
+(`nodegate.core.safetext`), and the summary line of every failure shows observed and expected."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodegate.items import CheckView
-from nodegate.model import Status, Verdict
-from nodegate.report import fold_reasons
-from nodegate.safetext import html_text, printable, printable_lines
-from nodegate.terminal import summary_lines
+from nodegate.core.safetext import html_text, printable, printable_lines
+from nodegate.core.values import Status, Verdict
+from nodegate.reports.folding import fold_reasons
+from nodegate.reports.terminal import summary_lines
+from nodegate.session.collection import CheckView
 
 # Erase the line above, paint a fake summary, set the title, write the clipboard (OSC 52),
 # C1 CSI, a bidi override, a NUL and a line separator.

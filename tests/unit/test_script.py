@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from nodegate.model import CommandSpec
+from nodegate.core.values import CommandSpec
 from nodegate.transport.script import LAUNCHER, Frames, build_script, parse_frames
 
 

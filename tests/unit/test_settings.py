@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 import pytest
-from nodegate import bundled
-from nodegate.errors import ConfigError
-from nodegate.settings import DEFAULT_FANOUT, OPTIONS, Settings, build_settings
+from nodegate.core import bundled
+from nodegate.core.errors import ConfigError
+from nodegate.core.settings import DEFAULT_FANOUT, OPTIONS, Settings, build_settings
 
 KNOWN = {"ssh", "local", "replay"}
 ROOT = Path("/srv/site")
@@ -174,4 +174,4 @@ def test_default_fanout_is_written_once_in_the_package():
         for line in p.read_text().splitlines()
         if re.search(r"fanout", line, re.I) and re.search(r"\b256\b", line)
     ]
-    assert hits == ["settings.py: DEFAULT_FANOUT = 256"]
+    assert hits == ["core/settings.py: DEFAULT_FANOUT = 256"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 
 from tests.integration.conftest import base_model
 from tests.simnode import build, run_script

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 from nodegate.inventory.sshconfig import ResolvedHost, SSHConfig
 
 SSH = shutil.which("ssh") or "/usr/bin/ssh"

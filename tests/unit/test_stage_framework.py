@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from nodegate.checks import Check, CheckTable
-from nodegate.errors import ConfigError
-from nodegate.majority import Majority
-from nodegate.model import Status, Verdict
+from nodegate.core.checks import Check, CheckTable
+from nodegate.core.errors import ConfigError
+from nodegate.core.majority import Majority
+from nodegate.core.thresholds import Threshold
+from nodegate.core.values import Status, Verdict
 from nodegate.profiles import ProfileLibrary, load_profile_file
+from nodegate.session.suite import registered_tests, suite_mismatches
 from nodegate.stages.registry import STAGES
-from nodegate.suite import registered_tests, suite_mismatches
-from nodegate.thresholds import Threshold
 
 from tests.integration.conftest import REPO
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from nodegate.engine import Engine
+from nodegate.core.settings import DEFAULT_FANOUT
+from nodegate.core.values import Status, Verdict
+from nodegate.framework.stage import CheckSpec, Stage, StageContext, StageOptions
 from nodegate.inventory.model import FrozenMap, Node, SSHSettings
-from nodegate.model import Status, Verdict
 from nodegate.profiles import Profile
-from nodegate.settings import DEFAULT_FANOUT
-from nodegate.stages.base import CheckSpec, Stage, StageContext, StageOptions
+from nodegate.session.engine import Engine
 from nodegate.transport.base import Session, Transport
 
 

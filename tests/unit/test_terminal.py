@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nodegate.reports.terminal import Paths, decision_lines
 from nodegate.stages.registry import checks_by_id
-from nodegate.terminal import Paths, decision_lines
 
 REPO = Path(__file__).resolve().parents[2]
 PATHS = Paths("reports/r1/admission.json", "reports/r1/report.html")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from nodegate.model import CommandSpec, Reach
+from nodegate.core.values import CommandSpec, Reach
 from nodegate.transport import script as script_module
 from nodegate.transport.evidence import EvidenceWriter, open_evidence, resolve_evidence
 from nodegate.transport.local import LocalTransport, ReplayTransport

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from nodegate.abmode import EXIT_REGRESSED
+from nodegate.compare.abmode import EXIT_REGRESSED
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "root:$6$s3cr3t-hash:19700:0:99999:7:::"

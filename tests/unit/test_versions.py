@@ -1,5 +1,5 @@
 import pytest
-from nodegate.versions import VersionRule, numeric_key
+from nodegate.core.versions import VersionRule, numeric_key
 
 
 def check_version(observed, rule):

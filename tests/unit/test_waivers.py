@@ -6,14 +6,14 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from nodegate.admission.gate import admission_doc, decide
 from nodegate.admission.waivers import WaiverSet, load_waivers
-from nodegate.engine import RunResult
-from nodegate.errors import ConfigError
-from nodegate.gate import admission_doc, decide
-from nodegate.items import CheckView
-from nodegate.model import Status, Verdict
+from nodegate.core.errors import ConfigError
+from nodegate.core.results import RunResult
+from nodegate.core.values import Status, Verdict
+from nodegate.reports.terminal import summary_lines
+from nodegate.session.collection import CheckView
 from nodegate.stages.registry import checks_by_id
-from nodegate.terminal import summary_lines
 
 TODAY = dt.date(2026, 6, 1)
 NAMES = ("gpu001", "gpu002", "gpu003")

@@ -22,9 +22,9 @@ import jsonschema
 from ClusterShell.NodeSet import NodeSet
 
 from nodegate.admission.remediation import UNJUDGED_CLASS, class_order
-from nodegate.safetext import printable
+from nodegate.core.results import ACTIONS_FILE
+from nodegate.core.safetext import printable
 
-ACTIONS_FILE = "actions.json"
 REASON_PREFIX = "nodegate "  # whoever's reason does not start so is not ours (NHC's rule)
 Intent = Literal["take_out", "return", "leave"]
 # A component's PCI address and what follows it (`GPU3 0000:5d:00.0 serial 1650...`): the

@@ -32,9 +32,9 @@ from nodegate.actions.base import (
     summary,
     target_name,
 )
+from nodegate.core.results import PATCHES_FILE
 
 K8S_NAME_LABEL = "k8s_node"  # inventory label: the node's Kubernetes name (docs/inventory.md)
-PATCHES_FILE = "kubernetes-patches.json"
 ADMITTED_LABEL = "nodegate.io/admitted"
 RUN_LABEL = "nodegate.io/run"
 CLASS_LABEL = "nodegate.io/remediation"

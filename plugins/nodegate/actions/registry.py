@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from nodegate.actions.kubernetes import KubernetesAction
 from nodegate.actions.slurm import SlurmAction
-from nodegate.errors import ConfigError
-from nodegate.settings import Settings
+from nodegate.core.errors import ConfigError
+from nodegate.core.settings import Settings
 
 
 def make_actions(settings: Settings, failures: list[str]) -> dict[str, object]:

@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
+from nodegate.framework.stage import Stage
 from nodegate.profiles import Profile
-from nodegate.stages.base import Stage
 
-SITE_PREFIX = "site."  # site checks (`nodegate.items`): not in any stage's table
+SITE_PREFIX = "site."  # site checks (`nodegate.session.collection`): not in any stage's table
 
 
 @dataclass(frozen=True, slots=True)

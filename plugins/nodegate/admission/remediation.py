@@ -17,28 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodegate.model import Status, Verdict
+from nodegate.core.remediation import CLASSES, DEFAULT_CLASS, UNJUDGED_CLASS, XID_ACTION_CLASS
+from nodegate.core.values import Status, Verdict
 
-# Mildest first; the order is also the summary's order.
-CLASSES: tuple[str, ...] = (
-    "ignore",
-    "retest",
-    "fix_config",
-    "reset_gpu",
-    "reboot",
-    "reseat_cable",
-    "rma",
-)
-DEFAULT_CLASS = "retest"
-UNJUDGED_CLASS = "retest"  # ERROR / SKIP / not run: nothing measured
-# The Xid/SXid table's actions (profile `pcie_gpu.xid`) as remediation classes.
-XID_ACTION_CLASS: Mapping[str, str] = {
-    "ignore": "ignore",
-    "reset": "reset_gpu",
-    "reboot": "reboot",
-    "drain_rma": "rma",
-}
-
+__all__ = ["CLASSES", "DEFAULT_CLASS", "UNJUDGED_CLASS", "XID_ACTION_CLASS", "RemediationTable"]
 
 @dataclass(frozen=True, slots=True)
 class RemediationTable:

@@ -28,7 +28,7 @@ from typing import Any
 
 import jsonschema
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 from nodegate.inventory.select import make_resolver, parse_nodeset
 from nodegate.inventory.yamlio import key_path, load_yaml
 

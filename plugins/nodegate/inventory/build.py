@@ -9,7 +9,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
+from nodegate.core.names import check_name as _check_name
 from nodegate.inventory.model import (
     DataPlane,
     FrozenMap,
@@ -20,7 +21,6 @@ from nodegate.inventory.model import (
 )
 from nodegate.inventory.sshconfig import SSHConfig
 from nodegate.inventory.sshtokens import check_proxy_jump
-from nodegate.names import check_name as _check_name
 
 # No whitespace or control character; a leading '-' could pass as an option (fullmatch only).
 _WORD_RE = re.compile(r"[^\s\-][^\s\x00-\x1f\x7f]*")

@@ -11,7 +11,8 @@ from typing import Any
 from ClusterShell.NodeSet import RESOLVER_NOGROUP
 from ClusterShell.NodeUtils import GroupResolver
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
+from nodegate.core.names import MAX_NODES, check_expression
 from nodegate.inventory.ansible import load_ansible_ini, load_ansible_yaml
 from nodegate.inventory.build import (
     PATH_KEYS,
@@ -27,7 +28,6 @@ from nodegate.inventory.build import (
 from nodegate.inventory.model import Inventory, InventorySettings
 from nodegate.inventory.select import StrictGroupSource, UnknownGroupError, fold, parse_nodeset
 from nodegate.inventory.yamlio import check_string_keys, load_yaml, read_text, validate_schema
-from nodegate.names import MAX_NODES, check_expression
 
 _INI_SECTION = re.compile(r"^\s*\[[^\]\s]+\]\s*(?:[#;].*)?$", re.MULTILINE)
 _ANSIBLE_GROUP_KEYS = frozenset({"hosts", "vars", "children"})

@@ -9,8 +9,8 @@ from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 from ClusterShell.NodeUtils import GroupResolver, GroupSource
 from ClusterShell.RangeSet import RangeSetException
 
-from nodegate.errors import ConfigError
-from nodegate.names import MAX_NODES, check_expression, too_many
+from nodegate.core.errors import ConfigError
+from nodegate.core.names import MAX_NODES, check_expression, too_many
 
 _OPERATORS = ",!&^"
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")

@@ -15,7 +15,7 @@ import re
 import socket
 from dataclasses import dataclass
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 from nodegate.inventory.sshtokens import (
     check_proxy_jump,
     convtime,

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 
 MAX_YAML_DEPTH = 100  # nesting levels; PyYAML composes recursively (5,000 is a RecursionError)
 

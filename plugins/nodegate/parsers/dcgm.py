@@ -9,7 +9,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 
 TOOL = "dcgmi"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.dcgm import (
     DcgmDiag,
     DiagEntity,

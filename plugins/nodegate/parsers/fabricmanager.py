@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.pci import normalize_bdf
 
 STATUS_TOOL = "systemctl status"

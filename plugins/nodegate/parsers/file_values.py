@@ -11,7 +11,7 @@ read is simply absent (its message went to stderr): the caller names what is mis
 
 from __future__ import annotations
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.text import clean_lines
 
 

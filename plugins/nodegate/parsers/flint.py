@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.ib_rate import canonical_guid
 from nodegate.parsers.text import clean_lines
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.pci import pcie_gen
 from nodegate.parsers.text import clean_lines, natural_key
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.ib_rate import IbRate, canonical_guid, decode_rate, state_with_code
 from nodegate.parsers.text import clean_lines, natural_key
 

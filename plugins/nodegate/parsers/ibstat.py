@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.ib_rate import IbRate, canonical_guid, decode_rate, state_with_code
 from nodegate.parsers.text import clean_lines, natural_key, number
 

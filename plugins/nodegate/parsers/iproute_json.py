@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.kernel_log_lines import LogTimestamp, logical_lines, split_prefix
 from nodegate.parsers.pci import normalize_bdf
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 
 TOOL = "kernel_log"
 

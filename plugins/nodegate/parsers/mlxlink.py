@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.ib_rate import decode_width
 from nodegate.parsers.mlxlink_sections import Section, read_sections
 

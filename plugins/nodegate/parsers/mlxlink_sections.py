@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.text import clean_lines
 
 TOOL = "mlxlink"

@@ -10,7 +10,7 @@ True
 
 from __future__ import annotations
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 
 _TOOL = "initstate"
 MODULE_STATES = ("live", "coming", "going", "unformed")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.text import clean_lines
 
 _TOOL = "mst status"

@@ -6,7 +6,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 
 TOOL = "nvidia-smi nvlink -s"
 

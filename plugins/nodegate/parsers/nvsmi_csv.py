@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 
 TOOL = "nvidia-smi --format=csv"
 HELP_TOOL = "nvidia-smi --help-query-gpu"

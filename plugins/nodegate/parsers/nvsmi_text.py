@@ -12,7 +12,7 @@ import re
 import string
 from dataclasses import dataclass, field
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.gpu_facts import MigDevice, NvsmiGpu, int_value, text_value
 from nodegate.parsers.nvsmi_xml import build_gpu, mig_device
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.perftest_cuda import CUDA_LINE_RES, PerftestCuda, cuda_preamble
 from nodegate.parsers.perftest_failure import PerftestFailure, find_failure
 from nodegate.parsers.text import clean_lines

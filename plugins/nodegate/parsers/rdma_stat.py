@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.text import clean_lines
 
 _TOOL = "rdma statistic"

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.ib_rate import canonical_guid, state_with_code
 from nodegate.parsers.text import clean_lines, natural_key
 

@@ -6,7 +6,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
 from nodegate.parsers.text import clean_lines
 
 _TOOL = "show_gids"

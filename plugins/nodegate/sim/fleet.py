@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodegate.errors import ConfigError
-from nodegate.names import check_name
+from nodegate.core.errors import ConfigError
+from nodegate.core.names import check_name
 from nodegate.sim.files import model_json, sshd_config, write_inventory
 from nodegate.sim.model import TOOL_FAULTS, FleetModel, SimNode, load_model
 from nodegate.sim.nodefs import Entry, TreeWriter

@@ -12,10 +12,10 @@ from typing import Any
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
+from nodegate.core.names import check_name
 from nodegate.inventory.select import parse_nodeset
 from nodegate.inventory.yamlio import load_yaml
-from nodegate.names import check_name
 
 # Faults the transport layer and dispatcher implement; tool providers add their own kinds.
 TRANSPORT_FAULTS = {

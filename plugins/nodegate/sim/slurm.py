@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 from nodegate.sim.nodetools import HOST_PATH
 from nodegate.sim.sshd import alive, pid_alive
 

@@ -10,7 +10,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from nodegate.checks import Check
-from nodegate.stages.base import CheckSpec, Stage
+from nodegate.core.checks import Check
+from nodegate.framework.stage import CheckSpec, Stage
 from nodegate.stages.hca import STAGE as HCA
 from nodegate.stages.ib_pairs import STAGE as IB_PAIRS
 from nodegate.stages.nccl import STAGE as NCCL

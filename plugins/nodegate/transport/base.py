@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from nodegate.model import CommandSpec, NodeOutcome, Reach
-from nodegate.settings import DEFAULT_FANOUT
+from nodegate.core.settings import DEFAULT_FANOUT
+from nodegate.core.values import CommandSpec, NodeOutcome, Reach
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.process import RemoteProcess, SpawnError
 from nodegate.transport.script import DEFAULT_MAX_BYTES, StageScript, build_script, parse_frames

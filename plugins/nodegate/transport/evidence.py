@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodegate.model import CommandResult, NodeOutcome, Reach
+from nodegate.core.values import CommandResult, NodeOutcome, Reach
 
 BUNDLE_VERSION = 3
 READABLE_VERSIONS = (2, 3)  # 2: passive sessions only, no `kind`

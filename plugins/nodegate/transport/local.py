@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nodegate.model import CommandResult, CommandSpec, NodeOutcome, Reach
+from nodegate.core.values import CommandResult, CommandSpec, NodeOutcome, Reach
 from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter, capture_reach, read_capture
 from nodegate.transport.process import RemoteProcess, kill_script, wrap

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from nodegate.model import CommandResult, CommandSpec
+from nodegate.core.values import CommandResult, CommandSpec
 
 # Characters that need a shell to interpret; a command without any runs as a plain argv.
 _SHELL_META = re.compile(r"[|&;<>()$`\\\"'*?\[\]{}~#=\n!]")

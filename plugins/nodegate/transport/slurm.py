@@ -18,14 +18,14 @@ import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from nodegate.actions.slurm import SLURM_NAME_LABEL, Scontrol, SlurmError
+from nodegate.core.settings import DEFAULT_FANOUT
+from nodegate.core.values import CommandSpec, NodeOutcome, Reach
 from nodegate.inventory import Node
-from nodegate.model import CommandSpec, NodeOutcome, Reach
-from nodegate.settings import DEFAULT_FANOUT
 from nodegate.transport.base import Session, Transport, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.local import LocalProcess
 from nodegate.transport.process import RemoteProcess, SpawnError, kill_script, wrap
+from nodegate.transport.scontrol import SLURM_NAME_LABEL, Scontrol, SlurmError
 from nodegate.transport.script import LAUNCHER, StageScript, build_script
 from nodegate.transport.slurm_jobs import (
     STOP_GRACE_S,

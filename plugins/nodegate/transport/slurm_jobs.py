@@ -17,8 +17,8 @@ import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodegate.actions.slurm import Scontrol, SlurmError, SlurmNode
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
+from nodegate.transport.scontrol import Scontrol, SlurmError, SlurmNode
 
 PROGRAMS = ("srun", "salloc", "scontrol", "scancel")
 # A node in any of these states does not run a step: it gets an unreachable outcome.

@@ -18,10 +18,10 @@ from typing import Any
 
 import asyncssh
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
+from nodegate.core.settings import DEFAULT_FANOUT
+from nodegate.core.values import Reach
 from nodegate.inventory import Node
-from nodegate.model import Reach
-from nodegate.settings import DEFAULT_FANOUT
 from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.hostkeys import known_hosts_line, lookup

@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
 from nodegate.inventory import Node, SSHConfig
 from nodegate.inventory.sshconfig import ResolvedHost
 

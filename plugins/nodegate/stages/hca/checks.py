@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from nodegate.checks import Check, CheckTable
-from nodegate.majority import Majority
-from nodegate.model import Verdict
+from nodegate.core.checks import Check, CheckTable
+from nodegate.core.majority import Majority
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error, judged
 from nodegate.stages.hca import checks_parts as parts
 from nodegate.stages.hca import checks_ports as ports
 from nodegate.stages.hca.commands import DRIVER, KERNEL, PCI, PEERMEM, SYSFS, TOPO
 from nodegate.stages.hca.facts import HcaFacts
 from nodegate.stages.hca.placement import Placement, placements, rail_label
 from nodegate.stages.hca.profile import HcaProfile
-from nodegate.verdicts import error, judged
 
 _WAYS = {"peermem": "nvidia_peermem loaded", "dmabuf": "DMA-BUF support"}
 

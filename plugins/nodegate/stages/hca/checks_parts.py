@@ -4,12 +4,12 @@ Pure (HcaFacts, HcaProfile) -> verdicts; what a check cannot judge is an ERROR.
 
 from __future__ import annotations
 
-from nodegate.model import Verdict
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error, judged
 from nodegate.stages.hca.commands import NO_DEVICES, PCI, SYSFS
 from nodegate.stages.hca.facts import HcaFacts
 from nodegate.stages.hca.placement import no_sysfs, pci_id, placements, rail_label
 from nodegate.stages.hca.profile import COMPUTE, HcaProfile, PcieRule, show_expected
-from nodegate.verdicts import error, judged
 
 
 def count(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:

@@ -4,15 +4,15 @@ counter deltas, and mlxlink BER and module flags. Pure (HcaFacts, HcaProfile) ->
 
 from __future__ import annotations
 
-from nodegate.model import Verdict
+from nodegate.core.thresholds import Threshold
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error, judged
 from nodegate.parsers.ib_sysfs import IbSysfsPort
 from nodegate.parsers.mlxlink import MlxlinkReport
 from nodegate.stages.hca.commands import SYSFS, SYSFS_AGAIN, mlxlink_id
 from nodegate.stages.hca.facts import HcaFacts
 from nodegate.stages.hca.placement import no_sysfs, port_label, rail_label
 from nodegate.stages.hca.profile import CounterRule, HcaProfile, LinkHealthRule, Rail, show_expected
-from nodegate.thresholds import Threshold
-from nodegate.verdicts import error, judged
 
 RailPort = tuple[Rail, str, IbSysfsPort]
 

@@ -9,15 +9,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from nodegate.errors import ParseError
-from nodegate.model import NodeOutcome, Reach
+from nodegate.core.errors import ParseError
+from nodegate.core.values import NodeOutcome, Reach
+from nodegate.framework.stage import OutcomeReader
 from nodegate.parsers.ib_pci import IbPciLink, parse_ib_pci
 from nodegate.parsers.ib_sysfs import IbSysfs, IbSysfsDevice, parse_ib_sysfs
 from nodegate.parsers.mlxlink import MlxlinkReport, parse_mlxlink_json
 from nodegate.parsers.module_state import parse_module_initstate
 from nodegate.parsers.reach import parse_nvidia_version, parse_uname_r
 from nodegate.parsers.topo import TopoMatrix, parse_topo_matrix
-from nodegate.stages.base import OutcomeReader
 from nodegate.stages.hca.commands import (
     DRIVER,
     GREP_OK_RCS,

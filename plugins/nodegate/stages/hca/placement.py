@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nodegate.model import Verdict
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error
 from nodegate.parsers.ib_sysfs import IbSysfsDevice
 from nodegate.stages.hca.commands import SYSFS
 from nodegate.stages.hca.facts import HcaFacts
 from nodegate.stages.hca.profile import COMPUTE, HcaProfile, Rail
-from nodegate.verdicts import error
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,9 @@ from functools import partial
 from types import MappingProxyType
 from typing import Any
 
+from nodegate.core.thresholds import Threshold
+from nodegate.core.versions import VersionRule
 from nodegate.profiles import Profile
-from nodegate.thresholds import Threshold
-from nodegate.versions import VersionRule
 
 COMPUTE = "compute"  # the role of the rail HCAs (those the profile's `rails` name)
 

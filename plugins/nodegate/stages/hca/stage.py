@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import shlex
 
+from nodegate.core.values import CommandSpec, NodeOutcome
+from nodegate.framework.stage import PassiveStage
 from nodegate.inventory import Node
-from nodegate.model import CommandSpec, NodeOutcome
 from nodegate.profiles import Profile
-from nodegate.stages.base import PassiveStage
 from nodegate.stages.hca.checks import CHECKS
 from nodegate.stages.hca.commands import (
     CMD_TIMEOUT_S,

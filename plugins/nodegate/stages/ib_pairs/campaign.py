@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from nodegate.active.addresses import PeerAddress, peer_address
-from nodegate.active.campaign import Campaign, EvidenceRefs, Execution, Spawner
-from nodegate.active.rounds import Sanity
+from nodegate.core.values import Verdict
+from nodegate.framework.active.addresses import PeerAddress, peer_address
+from nodegate.framework.active.campaign import Campaign, EvidenceRefs, Execution, Spawner
+from nodegate.framework.active.rounds import Sanity
 from nodegate.inventory import Node
-from nodegate.model import Verdict
 from nodegate.stages.ib_pairs.checks import rail_verdict
 from nodegate.stages.ib_pairs.perftest import pair_sanity, run_pair
 from nodegate.stages.ib_pairs.plan import PairLocalizer, PairTest, rounds_used, suspect_paths

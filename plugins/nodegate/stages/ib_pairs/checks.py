@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from nodegate.active.judge import failure_status
-from nodegate.checks import Check, CheckTable
-from nodegate.model import Status, Verdict
+from nodegate.core.checks import Check, CheckTable
+from nodegate.core.values import Status, Verdict
+from nodegate.framework.active.judge import failure_status
 from nodegate.stages.ib_pairs.plan import Localization, PairResult
 from nodegate.stages.ib_pairs.profile import IbPairsProfile, Rail
 

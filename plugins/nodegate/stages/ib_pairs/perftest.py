@@ -14,9 +14,9 @@ from __future__ import annotations
 import shlex
 import time
 
-from nodegate.active.campaign import Execution, Side, Spawner, spawn_failure
-from nodegate.active.rounds import Sanity
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
+from nodegate.framework.active.campaign import Execution, Side, Spawner, spawn_failure
+from nodegate.framework.active.rounds import Sanity
 from nodegate.parsers.perftest import PerftestResult, parse_ib_write_bw
 from nodegate.parsers.perftest_failure import PerftestFailure
 from nodegate.stages.ib_pairs.plan import PairTest

@@ -22,7 +22,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from nodegate.active.rounds import Outcome, Round, RoundId
+from nodegate.framework.active.rounds import Outcome, Round, RoundId
 
 MAX_ROUNDS = 3
 

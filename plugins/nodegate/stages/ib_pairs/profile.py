@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from nodegate.core.thresholds import Threshold
 from nodegate.profiles import Profile
 from nodegate.stages.hca.profile import hca_profile
-from nodegate.thresholds import Threshold
 
 SECTION = "ib_pairs"
 

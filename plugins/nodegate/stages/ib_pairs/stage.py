@@ -3,7 +3,7 @@
 Only nodes that passed every earlier stage take part (the engine's rule for active stages).
 Rails come from the profile's `hca.rails`; method, floor, ports and deadlines from `ib_pairs`;
 on a RoCE profile, the GID index and traffic class from `roce` (roce_transport).
-The nodes of one profile form one campaign of the active skeleton (`nodegate.active`): the
+The nodes of one profile form one campaign of the active skeleton (`nodegate.framework.active`): the
 plan is written to <run>/ib_pairs/plan-<profile>.json before each round runs.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from nodegate.active.campaign import Campaign
-from nodegate.active.skeleton import ActiveStage
+from nodegate.core.values import Verdict
+from nodegate.framework.active.campaign import Campaign
+from nodegate.framework.active.skeleton import ActiveStage
+from nodegate.framework.stage import StageContext
 from nodegate.inventory import Node
-from nodegate.model import Verdict
 from nodegate.profiles import Profile
-from nodegate.stages.base import StageContext
 from nodegate.stages.ib_pairs.campaign import PairCampaign
 from nodegate.stages.ib_pairs.checks import CHECKS, CLEANUP, unjudged
 from nodegate.stages.ib_pairs.plan import PairTest

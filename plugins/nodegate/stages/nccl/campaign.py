@@ -7,11 +7,11 @@ from typing import Any
 
 from ClusterShell.NodeSet import NodeSet
 
-from nodegate.active.addresses import PeerAddress, peer_address
-from nodegate.active.campaign import Campaign, EvidenceRefs, Execution, Spawner
-from nodegate.active.rounds import Sanity
+from nodegate.core.values import Verdict
+from nodegate.framework.active.addresses import PeerAddress, peer_address
+from nodegate.framework.active.campaign import Campaign, EvidenceRefs, Execution, Spawner
+from nodegate.framework.active.rounds import Sanity
 from nodegate.inventory import Node
-from nodegate.model import Verdict
 from nodegate.stages.nccl.checks import Judge
 from nodegate.stages.nccl.launch import job_env, mpirun_script, run_mpirun, run_srun
 from nodegate.stages.nccl.plan import NcclJob, NcclLocalizer, auto_group_nodes

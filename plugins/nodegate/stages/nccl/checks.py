@@ -8,9 +8,9 @@ from dataclasses import replace
 
 from ClusterShell.NodeSet import NodeSet
 
-from nodegate.active.judge import failure_status
-from nodegate.checks import Check, CheckTable
-from nodegate.model import Status, Verdict
+from nodegate.core.checks import Check, CheckTable
+from nodegate.core.values import Status, Verdict
+from nodegate.framework.active.judge import failure_status
 from nodegate.stages.nccl.plan import Localization, NcclJob, NcclOutcome
 from nodegate.stages.nccl.profile import NcclProfile
 from nodegate.stages.nccl.results import JobReading

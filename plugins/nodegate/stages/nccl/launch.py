@@ -22,8 +22,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodegate.active.campaign import Execution, Side, Spawner, spawn_failure
-from nodegate.active.ledger import SpawnScope
+from nodegate.framework.active.campaign import Execution, Side, Spawner, spawn_failure
+from nodegate.framework.active.ledger import SpawnScope
 from nodegate.stages.nccl.profile import NcclProfile
 from nodegate.transport.process import (
     SPAWN_ENV,

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nodegate.active.rounds import Outcome, Round, RoundId
+from nodegate.framework.active.rounds import Outcome, Round, RoundId
 
 Phase = Literal["single", "whole", "group", "pair", "half"]
 SINGLE_ROUND, WHOLE_ROUND = 1, 2  # localization rounds are numbered from 3

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodegate.active.rounds import Outcome
+from nodegate.framework.active.rounds import Outcome
 from nodegate.stages.nccl.plan import NcclJob, NcclLocalizer
 
 

@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from nodegate.core.thresholds import Threshold
 from nodegate.profiles import Profile
 from nodegate.stages.roce.profile import roce_transport
-from nodegate.thresholds import Threshold
 
 SECTION = "nccl"
 

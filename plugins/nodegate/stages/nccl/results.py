@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nodegate.active.campaign import Execution
-from nodegate.errors import ParseError
+from nodegate.core.errors import ParseError
+from nodegate.framework.active.campaign import Execution
 from nodegate.parsers.nccl_debug import parse_nccl_debug
 from nodegate.parsers.nccl_tests import NcclTestsFailure, NcclTestsResult, parse_all_reduce_perf
 from nodegate.stages.ib_pairs.perftest import stderr_gist

@@ -2,7 +2,7 @@
 localization, through real `mpirun` or `srun`, on the active-stage skeleton.
 
 Only nodes that passed every earlier stage take part (the engine's rule for active stages).
-The nodes of one profile form one campaign (`nodegate.active`): the plan is written to
+The nodes of one profile form one campaign (`nodegate.framework.active`): the plan is written to
 <run>/nccl/plan-<profile>.json before each round runs, the conclusion to
 <run>/nccl/localization-<profile>.json.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from nodegate.active.campaign import Campaign
-from nodegate.active.skeleton import ActiveStage
+from nodegate.core.values import Verdict
+from nodegate.framework.active.campaign import Campaign
+from nodegate.framework.active.skeleton import ActiveStage
+from nodegate.framework.stage import StageContext
 from nodegate.inventory import Node
-from nodegate.model import Verdict
-from nodegate.stages.base import StageContext
 from nodegate.stages.nccl.campaign import NcclCampaign
 from nodegate.stages.nccl.checks import CHECKS, CLEANUP, unjudged
 from nodegate.stages.nccl.plan import NcclJob

@@ -6,7 +6,7 @@ it applies (component `GPU3 0000:5d:00.0 serial 1650124032506`).
 
 from __future__ import annotations
 
-from nodegate.checks import Check, CheckTable
+from nodegate.core.checks import Check, CheckTable
 from nodegate.stages.pcie_gpu import checks_fabric as fabric
 from nodegate.stages.pcie_gpu import checks_health as health
 from nodegate.stages.pcie_gpu import checks_links as links

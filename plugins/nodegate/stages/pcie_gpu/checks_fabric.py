@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from nodegate.model import Verdict
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error, judged
 from nodegate.parsers.dcgm import DcgmDiag, DiagResult
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.parsers.nvlink import NvlinkCondition, NvlinkGpu
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name, per_gpu
 from nodegate.stages.pcie_gpu.profile import NvlinkSpec, PcieGpuProfile
-from nodegate.verdicts import error, judged
 
 NVLINK_FIX = "reset the GPU; if links stay down, reseat the baseboard and RMA the GPU/NVSwitch tray"
 # nvidia-smi prints link speeds rounded to 3 decimals: a link at the profile's speed may print

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-from nodegate.admission.remediation import XID_ACTION_CLASS
-from nodegate.model import Verdict
+from nodegate.core.remediation import XID_ACTION_CLASS
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error, judged
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.parsers.kernel_log import XidEvent
 from nodegate.parsers.pci import normalize_bdf
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name, per_gpu
 from nodegate.stages.pcie_gpu.profile import XID_ACTIONS, PcieGpuProfile, XidAction, XidTable
-from nodegate.verdicts import error, judged
 
 # What each Xid action asks of the operator (the action per code comes from the profile).
 ACTION_REMEDIATION: dict[XidAction, str] = {

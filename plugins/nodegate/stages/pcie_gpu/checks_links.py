@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from nodegate.model import Verdict
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error, judged
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.parsers.lspci_bridges import LspciView
 from nodegate.parsers.lspci_select import gpus as lspci_gpus
@@ -12,7 +13,6 @@ from nodegate.parsers.pci import pcie_gen
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
-from nodegate.verdicts import error, judged
 
 RESEAT = "reseat the GPU/baseboard cable or riser, check the slot, then requalify; RMA if it stays"
 LinkAspect = Literal["gen", "width"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from nodegate.model import Verdict
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import against, error, judged
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import gpu_name, per_gpu
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
-from nodegate.verdicts import against, error, judged
 
 REMAP_OK = "pending No, failure No"
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from nodegate.admission.remediation import XID_ACTION_CLASS
-from nodegate.model import Verdict
+from nodegate.core.remediation import XID_ACTION_CLASS
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import judged
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error
 from nodegate.stages.pcie_gpu.profile import XID_ACTIONS, PcieGpuProfile, SxidTable, XidAction
-from nodegate.verdicts import judged
 
 # What each action asks of the operator for an NVSwitch (the action per code is profile data).
 SXID_REMEDIATION: dict[XidAction, str] = {

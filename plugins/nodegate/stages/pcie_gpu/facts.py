@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from nodegate.errors import ParseError
-from nodegate.model import NodeOutcome
+from nodegate.core.errors import ParseError
+from nodegate.core.values import NodeOutcome
+from nodegate.framework.stage import OutcomeReader
 from nodegate.parsers.dcgm import DcgmDiag
 from nodegate.parsers.dcgm_json import parse_dcgmi_diag_json
 from nodegate.parsers.fabricmanager import FabricManagerStatus, parse_fabricmanager_status
@@ -17,7 +18,6 @@ from nodegate.parsers.kernel_log import KernelLogEvents
 from nodegate.parsers.lspci_bridges import LspciView, parse_lspci_view
 from nodegate.parsers.nvlink import NvlinkStatus, parse_nvlink_status
 from nodegate.parsers.nvsmi_text import NvsmiTextReport, parse_nvsmi_text
-from nodegate.stages.base import OutcomeReader
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
 
 STAGE_NAME = "pcie_gpu"

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from nodegate.model import Verdict
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
-from nodegate.verdicts import error
 
 
 def gpu_name(g: NvsmiGpu) -> str:

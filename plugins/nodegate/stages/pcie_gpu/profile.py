@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, cast
 
-from nodegate.thresholds import Threshold
-from nodegate.versions import VersionRule
+from nodegate.core.thresholds import Threshold
+from nodegate.core.versions import VersionRule
 
 XidAction = Literal["ignore", "reset", "reboot", "drain_rma"]
 # Mildest first: a GPU's Xid verdict takes the most severe action among its codes.

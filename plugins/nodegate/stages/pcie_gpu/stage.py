@@ -5,10 +5,10 @@ mode and DCGM diag, each judged per GPU against the profile's `pcie_gpu` section
 
 from __future__ import annotations
 
+from nodegate.core.values import CommandSpec, NodeOutcome
+from nodegate.framework.stage import PassiveStage
 from nodegate.inventory import Node
-from nodegate.model import CommandSpec, NodeOutcome
 from nodegate.profiles import Profile
-from nodegate.stages.base import PassiveStage
 from nodegate.stages.pcie_gpu.checks import CHECKS
 from nodegate.stages.pcie_gpu.facts import STAGE_NAME, PcieGpuFacts, read_facts
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from nodegate.checks import Check, CheckTable
-from nodegate.majority import Majority
-from nodegate.model import Verdict
+from nodegate.core.checks import Check, CheckTable
+from nodegate.core.majority import Majority
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error, judged
+from nodegate.core.versions import VersionRule
 from nodegate.stages.reach.facts import ReachFacts, VersionFact
 from nodegate.stages.reach.profile import ReachProfile
-from nodegate.verdicts import error, judged
-from nodegate.versions import VersionRule
 
 NodeCheck = Callable[[ReachFacts, ReachProfile], list[Verdict]]
 FleetCheck = Callable[[Mapping[str, ReachFacts], Mapping[str, ReachProfile]], list[Verdict]]

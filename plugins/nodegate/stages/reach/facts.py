@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nodegate.model import NodeOutcome
+from nodegate.core.values import NodeOutcome
+from nodegate.framework.stage import OutcomeReader
 from nodegate.parsers.reach import (
     OsRelease,
     parse_nvidia_version,
@@ -12,7 +13,6 @@ from nodegate.parsers.reach import (
     parse_os_release,
     parse_uname_r,
 )
-from nodegate.stages.base import OutcomeReader
 
 # Command ids: the keys of `raw/<node>/reach.json` and of evidence links (`...#kernel`).
 OS_RELEASE = "os_release"

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nodegate.thresholds import Threshold
-from nodegate.versions import VersionRule
+from nodegate.core.thresholds import Threshold
+from nodegate.core.versions import VersionRule
 
 
 @dataclass(frozen=True, slots=True)

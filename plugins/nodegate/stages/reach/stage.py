@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from functools import partial
 
+from nodegate.core.values import CommandSpec, NodeOutcome, Verdict
+from nodegate.framework.stage import PassiveStage, unreachable_verdicts
 from nodegate.inventory import Node
-from nodegate.model import CommandSpec, NodeOutcome, Verdict
 from nodegate.profiles import Profile
-from nodegate.stages.base import PassiveStage, unreachable_verdicts
 from nodegate.stages.reach.checks import CHECKS
 from nodegate.stages.reach.facts import (
     KERNEL,

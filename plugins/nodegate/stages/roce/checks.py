@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from nodegate.checks import Check, CheckTable
-from nodegate.majority import Majority
-from nodegate.model import Verdict
+from nodegate.core.checks import Check, CheckTable
+from nodegate.core.majority import Majority
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error, judged
 from nodegate.stages.roce import checks_l2 as l2
 from nodegate.stages.roce import checks_l3 as l3
 from nodegate.stages.roce.checks_l2 import outcome, per_rail
@@ -23,7 +24,6 @@ from nodegate.stages.roce.commands import (
 )
 from nodegate.stages.roce.facts import RailFacts, RoceFacts
 from nodegate.stages.roce.profile import RoceProfile, RoceRail
-from nodegate.verdicts import error, judged
 
 _FIX = {
     "pause": "a PFC storm: find the port sending pause (a stuck receiver), check buffers and "

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nodegate.model import Verdict
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error, judged
 from nodegate.stages.roce.commands import IP_ADDR, PORT, RDMA_LINK, rail_id
 from nodegate.stages.roce.facts import RailFacts, RoceFacts
 from nodegate.stages.roce.profile import RoceProfile, RoceRail
-from nodegate.verdicts import error, judged
 
 RailJudge = Callable[[RoceFacts, RoceProfile, RoceRail, RailFacts], Verdict]
 ACTIVE, LINK_UP = 4, 5  # IBTA port state and physical state codes

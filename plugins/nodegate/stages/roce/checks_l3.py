@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from nodegate.model import Verdict
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error
 from nodegate.parsers.iproute_json import IpAddress
 from nodegate.stages.roce.checks_l2 import outcome
 from nodegate.stages.roce.commands import (
@@ -25,7 +26,6 @@ from nodegate.stages.roce.commands import (
 )
 from nodegate.stages.roce.facts import RailFacts, RoceFacts
 from nodegate.stages.roce.profile import RoceProfile, RoceRail
-from nodegate.verdicts import error
 
 
 class Unread(Exception):

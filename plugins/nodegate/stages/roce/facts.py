@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from nodegate.errors import ParseError
-from nodegate.model import NodeOutcome, Reach
+from nodegate.core.errors import ParseError
+from nodegate.core.values import NodeOutcome, Reach
+from nodegate.framework.stage import OutcomeReader
 from nodegate.parsers.ethtool import EthtoolSettings, parse_ethtool, parse_ethtool_stats
 from nodegate.parsers.file_values import parse_file_values
 from nodegate.parsers.ibv_devinfo import IbvPort, parse_ibv_devinfo
@@ -27,7 +28,6 @@ from nodegate.parsers.mlnx_qos import MlnxQos, parse_mlnx_qos
 from nodegate.parsers.rdma_stat import parse_rdma_statistic
 from nodegate.parsers.rdma_tool import RdmaLinkReport, parse_rdma_link
 from nodegate.parsers.show_gids import GidTable, parse_show_gids
-from nodegate.stages.base import OutcomeReader
 from nodegate.stages.roce.commands import (
     FILES,
     GIDS,

@@ -15,9 +15,9 @@ from functools import partial
 from types import MappingProxyType
 from typing import Any
 
-from nodegate.errors import ConfigError
+from nodegate.core.errors import ConfigError
+from nodegate.core.thresholds import Threshold
 from nodegate.profiles import Profile
-from nodegate.thresholds import Threshold
 
 SECTION = "roce"
 

@@ -13,10 +13,10 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import replace
 
+from nodegate.core.values import CommandSpec, NodeOutcome, Status, Verdict
+from nodegate.framework.stage import PassiveStage, StageContext
 from nodegate.inventory import Node
-from nodegate.model import CommandSpec, NodeOutcome, Status, Verdict
 from nodegate.profiles import Profile
-from nodegate.stages.base import PassiveStage, StageContext
 from nodegate.stages.roce.checks import CHECKS
 from nodegate.stages.roce.commands import (
     CMD_TIMEOUT_S,

@@ -1,0 +1,1 @@
+"""CI comparison: A/B mode, baselines, regression rules, outliers."""

@@ -1,0 +1,205 @@
+"""CI A/B mode in a run: `--save-baseline DIR` and `--compare-to DIR` (a
+`pytest_nodegate_admission` consumer), `compare.json`, the terminal section and exit code 7.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from ClusterShell.NodeSet import NodeSet
+
+from nodegate.compare.abtest import FLEET, Change, Comparison, compare
+from nodegate.compare.baseline import load_baseline, run_baseline, save_baseline
+from nodegate.compare.regression import RegressionRules, regression_rules
+from nodegate.core.errors import ConfigError
+from nodegate.core.results import COMPARE_FILE
+from nodegate.core.safetext import printable
+from nodegate.core.settings import Settings
+from nodegate.profiles import Profile
+from nodegate.stages.registry import checks_by_id
+
+EXIT_REGRESSED = 7  # README "Exit codes": the comparison found a regression
+MAX_CHANGE_LINES = 20  # changes that are not regressions, on the terminal (all in compare.json)
+
+
+def check_same_fleet(baseline: Mapping[str, Any], profiles: Mapping[str, str], where: Path) -> None:
+    """ConfigError when the baseline is of another fleet (no node in common) or profile."""
+    b_nodes = baseline["nodes"]
+    common = [n for n in profiles if n in b_nodes]
+    if not common:
+        raise ConfigError(
+            f"--compare-to {where}: the baseline's nodes {NodeSet.fromlist(list(b_nodes))} share "
+            f"none with this run's {NodeSet.fromlist(list(profiles))} (another fleet)"
+        )
+    differ = [n for n in common if b_nodes[n]["profile"] != profiles[n]]
+    if differ:
+        n = differ[0]
+        more = f" (and {len(differ) - 1} more nodes)" if len(differ) > 1 else ""
+        raise ConfigError(
+            f"--compare-to {where}: the baseline is of another profile: {n} is "
+            f"{b_nodes[n]['profile']} in the baseline, {profiles[n]} in this run{more}"
+        )
+
+
+@lru_cache(maxsize=1)
+def compare_schema() -> dict[str, Any]:
+    text = resources.files("nodegate").joinpath("schemas/compare.schema.json").read_text("utf-8")
+    doc: dict[str, Any] = json.loads(text)
+    return doc
+
+
+def comparison_doc(cmp: Comparison, run_id: str, baseline_dir: Path) -> dict[str, Any]:
+    """compare.json's content, validated against schemas/compare.schema.json."""
+    regressed_nodes = sorted({c.scope for c in cmp.regressions if c.scope != FLEET})
+    doc = {
+        "schema_version": 1,
+        "run_id": run_id,
+        "baseline": {"run_id": cmp.baseline_run, "dir": str(baseline_dir)},
+        "regressed": cmp.regressed,
+        "summary": {
+            "nodes_compared": len(cmp.nodes_compared),
+            "changes": len(cmp.changes),
+            "regressions": len(cmp.regressions),
+            "regressed_nodes": regressed_nodes,
+        },
+        "nodes_only_in_baseline": cmp.only_in_baseline,
+        "nodes_only_in_run": cmp.only_in_run,
+        "checks_only_in_baseline": cmp.checks_only_in_baseline,
+        "checks_only_in_run": cmp.checks_only_in_run,
+        "changes": [c.to_json() for c in cmp.changes],
+    }
+    jsonschema.Draft202012Validator(compare_schema()).validate(doc)
+    return doc
+
+
+def _folded(changes: list[Change]) -> list[str]:
+    """One line per distinct change, naming the folded set of nodes (`fleet` for medians)."""
+    groups: dict[str, list[str]] = {}
+    for c in changes:
+        comp = f" [{c.component}]" if c.component else ""
+        rule = f" ({c.rule})" if c.rule else ""
+        text = c.message if c.kind in ("status", "admission") else f"{c.check}{comp}: {c.message}"
+        groups.setdefault(text + rule, []).append(c.scope)
+    lines = []
+    for text, scopes in groups.items():
+        who = FLEET if scopes == [FLEET] else str(NodeSet.fromlist(scopes))
+        lines.append(f"{who}: {text}")
+    return lines
+
+
+def summary_lines(cmp: Comparison, baseline_dir: Path, path: str) -> list[str]:
+    """The terminal's "nodegate A/B comparison" section, one escaped line per entry."""
+    regs = cmp.regressions
+    verdict = (
+        f"REGRESSED: {len(regs)} regressions"
+        + (
+            f" on {NodeSet.fromlist(sorted({c.scope for c in regs if c.scope != FLEET}))}"
+            if any(c.scope != FLEET for c in regs)
+            else ""
+        )
+        if regs
+        else "no regression"
+    )
+    lines = [
+        f"compared with baseline {cmp.baseline_run} ({baseline_dir}): "
+        f"{len(cmp.nodes_compared)} nodes, {len(cmp.changes)} changes, {verdict}"
+    ]
+    lines += ["  REGRESSION " + ln for ln in _folded(regs)]
+    others = _folded([c for c in cmp.changes if not c.regression])
+    lines += ["  changed " + ln for ln in others[:MAX_CHANGE_LINES]]
+    if len(others) > MAX_CHANGE_LINES:
+        lines.append(f"  ... {len(others) - MAX_CHANGE_LINES} more changes in {path}")
+    for what, names in (
+        ("only in the baseline (not compared)", cmp.only_in_baseline),
+        ("only in this run (not compared)", cmp.only_in_run),
+    ):
+        if names:
+            lines.append(f"  {what}: {NodeSet.fromlist(names)}")
+    for what, checks in (
+        ("out of this run's scope", cmp.checks_only_in_baseline),
+        ("not in the baseline's scope", cmp.checks_only_in_run),
+    ):
+        if checks:
+            lines.append(f"  {len(checks)} checks {what}, not compared (listed in {path})")
+    lines.append(f"compare: {path}")
+    return [printable(ln) for ln in lines]
+
+
+class ABMode:
+    """`--save-baseline` and `--compare-to` for one run, on the controller."""
+
+    def __init__(
+        self,
+        save_to: Path | None,
+        compare_to: Path | None,
+        baseline: Mapping[str, Any] | None,
+        rules: Mapping[str, RegressionRules],
+    ) -> None:
+        self.save_to, self.compare_to = save_to, compare_to
+        self.baseline, self.rules = baseline, rules
+        self.session: pytest.Session | None = None
+        self.lines: list[str] = []
+        self.regressed = False
+
+    @classmethod
+    def configure(cls, settings: Settings, profiles: Mapping[str, Profile]) -> ABMode | None:
+        """None when neither option is given; ConfigError for a baseline this run cannot use
+        (unreadable, another fleet or profile, a profile without `regression:`)."""
+        if settings.save_baseline is None and settings.compare_to is None:
+            return None
+        baseline, rules = None, {}
+        if settings.compare_to is not None:
+            baseline = load_baseline(settings.compare_to)
+            check_same_fleet(
+                baseline, {n: p.name for n, p in profiles.items()}, settings.compare_to
+            )
+            known = set(checks_by_id())
+            rules = {p.name: regression_rules(p, known) for p in profiles.values()}
+        return cls(settings.save_baseline, settings.compare_to, baseline, rules)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    @pytest.hookimpl
+    def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
+        if doc.get("interrupted"):
+            self.lines = ["interrupted run: no comparison made, no baseline saved"]
+            return
+        current = run_baseline(run_dir)
+        if self.baseline is not None and self.compare_to is not None:
+            cmp = compare(self.baseline, current, self.rules)
+            out = run_dir / COMPARE_FILE
+            out.write_text(
+                json.dumps(comparison_doc(cmp, doc["run_id"], self.compare_to), indent=1) + "\n",
+                encoding="utf-8",
+            )
+            self.lines += summary_lines(cmp, self.compare_to, os.path.relpath(out))
+            self.regressed = cmp.regressed
+            session = self.session
+            # Regressed wins over admitted (0), rejected (1) and not qualified (6); an action
+            # failure (8) is set after this hook and wins over it.
+            if self.regressed and session is not None and session.exitstatus in (0, 1, 6):
+                session.exitstatus = EXIT_REGRESSED
+        if self.save_to is not None:
+            if not current["complete"]:
+                self.lines.append(
+                    f"baseline NOT saved to {self.save_to}: the run did not cover every check "
+                    "its profiles need (a diagnostic run)"
+                )
+            else:
+                self.lines.append(f"baseline saved: {save_baseline(current, self.save_to)}")
+
+    @pytest.hookimpl(trylast=True)  # after the admission section
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.lines:
+            terminalreporter.section("nodegate A/B comparison")
+            for line in self.lines:
+                terminalreporter.write_line(line)

@@ -1,0 +1,1 @@
+"""Values every layer shares: verdicts, thresholds, checks, errors, names, settings, results."""

@@ -1,0 +1,91 @@
+"""Checks: a stage's one table of what it judges. A check id is registered here and nowhere
+else; the suite items (`suites/test_<stage>.py`) are derived from the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from nodegate.core.values import Status, Verdict
+
+F = TypeVar("F")  # what a check reads: a stage's facts of one node, or of the whole fleet
+P = TypeVar("P")  # the stage's typed profile section
+
+Scope = Literal["node", "fleet", "pipeline"]
+
+
+@dataclass(frozen=True, slots=True)
+class Check(Generic[F, P]):
+    """One check: stable dotted id (API for waivers and history), its pytest test name, what it
+    judges, and the function that judges it.
+
+    scope `node`: `fn(facts, profile) -> verdicts` for one node; `fleet`:
+    `fn({node: facts}, {node: profile}) -> verdicts` across the stage's nodes (uniformity);
+    `pipeline`: judged by an active stage's own phases (fn is None).
+    """
+
+    id: str
+    title: str
+    fn: Callable[..., list[Verdict]] | None
+    component_kind: str  # what a verdict's component names: "GPU", "HCA port", "node", ...
+    test: str  # pytest function name; item ids `suites/test_<stage>.py::<test>[<node>]`
+    scope: Scope = "node"
+
+
+class CheckTable(Generic[F, P]):
+    """A stage's checks in report order; ids and test names unique."""
+
+    def __init__(self, stage: str, checks: Sequence[Check[F, P]]) -> None:
+        self.stage = stage
+        self.checks = tuple(checks)
+        seen: set[str] = set()
+        for c in self.checks:
+            for key in (c.id, c.test):
+                if key in seen:
+                    raise ValueError(f"stage {stage}: {key} registered twice")
+                seen.add(key)
+            if (c.fn is None) != (c.scope == "pipeline"):
+                raise ValueError(f"stage {stage}: {c.id}: fn is None exactly for scope pipeline")
+            if not c.test.startswith("test_"):
+                raise ValueError(f"stage {stage}: {c.id}: test name must start with test_")
+
+    def __iter__(self) -> Iterator[Check[F, P]]:
+        return iter(self.checks)
+
+    def __len__(self) -> int:
+        return len(self.checks)
+
+    def ids(self) -> tuple[str, ...]:
+        return tuple(c.id for c in self.checks)
+
+    def judge_node(self, node: str, facts: F, profile: P) -> list[Verdict]:
+        """Every node-scope check on one node; a check that says nothing is an ERROR."""
+        out: list[Verdict] = []
+        for c in self.checks:
+            if c.scope == "node" and c.fn is not None:
+                out += _guarded(c, [node], c.fn(facts, profile))
+        return out
+
+    def judge_fleet(self, facts: dict[str, F], profiles: dict[str, P]) -> list[Verdict]:
+        """Every fleet-scope check over the stage's nodes; silent nodes are ERRORs."""
+        out: list[Verdict] = []
+        for c in self.checks:
+            if c.scope == "fleet" and c.fn is not None:
+                out += _guarded(c, list(facts), c.fn(facts, profiles))
+        return out
+
+    def all_error(self, node: str, component: str, message: str) -> list[Verdict]:
+        """One ERROR per check for a node that could not be judged at all."""
+        return [Verdict(c.id, node, Status.ERROR, component, message=message) for c in self.checks]
+
+
+def _guarded(check: Check[Any, Any], nodes: list[str], got: list[Verdict]) -> list[Verdict]:
+    """Fail closed: every node the check was asked about gets at least one verdict."""
+    said = {v.node for v in got}
+    return got + [
+        Verdict(check.id, n, Status.ERROR, "nodegate", message="check produced no verdict")
+        for n in nodes
+        if n not in said
+    ]

@@ -1,0 +1,213 @@
+"""The active-stage skeleton: plan -> run -> sanity -> performance -> localize -> cleanup.
+
+    plan         the localizer's rounds; each written to <run>/<stage>/plan-<campaign>.json
+                 before it runs
+    run          every test of a round at once, each as soon as the hardware it holds is free
+                 (the campaign's `resources`: a node's rail, a node) and its processes fit
+                 under --max-active (`active.scheduler`); remote processes only through the
+                 ledger; the plan file says the concurrency planned and used
+    sanity       could every node run its side (else the outcome names the nodes `lost`: their
+                 error, no judgement on the others); did the tool run, is its output
+                 understood: a value or a tool error (ERROR)
+    performance  a sane value against the campaign's floor (below it: FAIL)
+    localize     outcomes feed the localizer, which plans the next round or stops
+    cleanup      always (errors and interrupts included): kill by PID what the ledger holds
+                 that never ended; then, on a completed run, the stray check on every node
+
+An interrupt (task cancelled, KeyboardInterrupt) still kills what the stage started, then
+re-raises. A stage is an `ActiveStage` that splits its nodes into `Campaign`s.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import functools
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from nodegate.core.values import Verdict
+from nodegate.framework.active.campaign import Campaign, Execution, Side, spawn_failure
+from nodegate.framework.active.evidence import ActiveEvidence
+from nodegate.framework.active.judge import cleanup_verdicts
+from nodegate.framework.active.ledger import ProcessLedger, SpawnScope
+from nodegate.framework.active.rounds import Outcome, Round
+from nodegate.framework.active.scheduler import Claim, Scheduler, Usage, first_wave
+from nodegate.framework.stage import Stage, StageContext, StageOptions
+from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.process import SpawnError
+
+T = TypeVar("T")
+
+
+class ActiveStage(Stage, Generic[T]):
+    """A stage that puts traffic between nodes. Supplies `plan` (campaigns, and verdicts for
+    nodes that cannot take part), `tool` and `cleanup_check`; the skeleton runs the rest."""
+
+    active = True
+    tool: str = "process"  # names the cleanup check's component and messages
+    cleanup_check: str = ""  # id of the check judged by the stray check
+
+    @abc.abstractmethod
+    def plan(self, ctx: StageContext) -> tuple[list[Campaign[T]], list[Verdict]]:
+        """Split ctx.nodes into campaigns; ERROR verdicts for nodes left out, and why."""
+
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        self.announce(ctx)
+        campaigns, verdicts = self.plan(ctx)
+        for c in campaigns:
+            verdicts += await run_campaign(self, c, ctx)
+        return verdicts
+
+
+async def run_campaign(stage: ActiveStage[T], c: Campaign[T], ctx: StageContext) -> list[Verdict]:
+    """The pipeline for one campaign; cleanup runs whatever happens, the stray check after."""
+    ledger = ProcessLedger(ctx.transport)
+    writer = ctx.transport.evidence or EvidenceWriter(ctx.run_dir / "raw", ctx.transport.name)
+    book: ActiveEvidence[T] = ActiveEvidence(writer, stage.name, c.test_key, ctx.transport.address)
+    out_dir = ctx.run_dir / stage.name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    opts = ctx.options
+    try:
+        await localize(stage.name, c, ledger, book, out_dir, opts)
+        verdicts = c.verdicts(book)
+        doc = c.localization_doc()
+        if doc is not None:
+            write_json(out_dir / f"localization-{c.name}.json", doc)
+    finally:
+        killed = await cleanup(ledger)
+        if killed and opts.log is not None:
+            opts.log(f"{stage.name} {c.name}: cleanup killed {killed} process(es) by PID")
+    strays = await ledger.stray_check(stage.name, c.nodes)
+    return verdicts + cleanup_verdicts(stage.cleanup_check, stage.tool, c.nodes, strays)
+
+
+async def localize(
+    stage: str,
+    c: Campaign[T],
+    ledger: ProcessLedger,
+    book: ActiveEvidence[T],
+    out_dir: Path,
+    opts: StageOptions,
+) -> None:
+    """Rounds until the localizer stops: plan, run, sanity, performance, localize."""
+    pending = list(c.localizer.first_rounds())
+    planned: list[dict[str, Any]] = []
+    while pending:
+        rnd = pending.pop(0)
+        claims = [Claim(c.resources(t), c.channels(t)) for t in rnd.tests]
+        plan_round(c, rnd, planned, out_dir, concurrency_doc(claims, opts.max_active))
+        if opts.log is not None:
+            opts.log(f"{stage} {c.name}: round {rnd.id.label}: {len(rnd.tests)} tests")
+        done = None
+        if opts.progress is not None:
+            label = f"{c.name}: round {rnd.id.label}"
+            opts.progress.round_started(stage, label, len(rnd.tests))
+            done = functools.partial(opts.progress.test_done, stage, label)
+        t0 = time.monotonic()
+        results, used = await run_round(c, rnd, ledger, opts.max_active, done)
+        planned[-1]["concurrency"]["used"] = {
+            "tests": used.peak_tests,
+            "channels": used.peak_channels,
+            "wall_s": round(time.monotonic() - t0, 3),
+        }
+        write_plan(c, planned, out_dir)
+        for test, execution in results:
+            book.add(rnd.id, test, c.test_doc(test), execution)
+            c.localizer.add(judge(c, rnd, test, execution))
+        await book.flush()
+        if not pending:
+            nxt = c.localizer.next_round()
+            if nxt is not None:
+                pending.append(nxt)
+
+
+def concurrency_doc(claims: list[Claim], max_active: int) -> dict[str, Any]:
+    """What the plan says of a round's concurrency before it runs: the channel limit, the
+    channels its tests declare in all, and how many tests and channels start at once."""
+    start = first_wave(claims, max_active)
+    return {
+        "max_active": max_active,
+        "channels": sum(c.channels for c in claims),
+        "at_start": {"tests": start.peak_tests, "channels": start.peak_channels},
+    }
+
+
+def plan_round(
+    c: Campaign[T],
+    rnd: Round[T],
+    planned: list[dict[str, Any]],
+    out_dir: Path,
+    concurrency: dict[str, Any],
+) -> None:
+    """Write the plan so far, this round included, before the round runs."""
+    planned.append(
+        {
+            "round": rnd.id.label,
+            "id": rnd.id.doc(),
+            "concurrency": concurrency,
+            "tests": [c.test_doc(t) for t in rnd.tests],
+        }
+    )
+    write_plan(c, planned, out_dir)
+
+
+def write_plan(c: Campaign[T], planned: list[dict[str, Any]], out_dir: Path) -> None:
+    write_json(out_dir / f"plan-{c.name}.json", {**c.plan_header(), "rounds": planned})
+
+
+async def run_round(
+    c: Campaign[T],
+    rnd: Round[T],
+    ledger: ProcessLedger,
+    max_active: int,
+    on_done: Callable[[], None] | None = None,
+) -> tuple[list[tuple[T, Execution]], Usage]:
+    """Every test of the round, each once its resources are free and its channels fit under
+    `max_active` (`active.scheduler`); results in plan order, and what the round used."""
+    sched = Scheduler(max_active)
+
+    async def one(i: int, t: T) -> tuple[T, Execution]:
+        claim = Claim(c.resources(t), c.channels(t))
+        async with sched.hold(i, claim):
+            scope = SpawnScope(ledger, claim.channels)
+            try:
+                run = await c.execute(t, scope)
+            except SpawnError as exc:
+                # A campaign that lets a spawn failure through: still that node's error
+                # in this test, never the stage's.
+                why = spawn_failure(exc)
+                run = Execution((Side(exc.node, "spawn", "", None, f"not started: {why}", why),))
+        # Nodes with a side of their own ran (or failed to start) their own process:
+        # only the others (a launcher's ranks) are checked for the test's tags.
+        own = {s.node for s in run.sides}
+        scope.watch_on([n for n in c.test_nodes(t) if n not in own])
+        if on_done is not None:
+            on_done()
+        return t, run
+
+    results = await asyncio.gather(*(one(i, t) for i, t in enumerate(rnd.tests)))
+    return list(results), sched.usage
+
+
+def judge(c: Campaign[T], rnd: Round[T], test: T, run: Execution) -> Outcome[T]:
+    """A node that could not run its side (unreachable, connection lost) first: its error,
+    nothing measured; then sanity (a tool error is never a low number), then performance."""
+    lost = run.lost()
+    if lost:
+        return Outcome(test, rnd.id, False, None, "; ".join(w for _, w in lost), lost)
+    sane = c.sanity(test, run)
+    passed = sane.error is None and c.passes(test, sane.value)
+    return Outcome(test, rnd.id, passed, sane.value, sane.error)
+
+
+async def cleanup(ledger: ProcessLedger) -> int:
+    """Kill by PID what never ended; shielded, so a second cancel cannot stop the kills."""
+    return await asyncio.shield(asyncio.ensure_future(ledger.kill_survivors()))
+
+
+def write_json(path: Path, doc: Mapping[str, Any]) -> None:
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

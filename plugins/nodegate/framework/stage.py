@@ -1,0 +1,295 @@
+"""Stage framework: a stage plans commands, gathers them (one round trip per node), judges.
+
+A new stage is a module with a Stage subclass, its parsers, its simulated tools and its profile
+keys; the engine runs stages in order and hands each the nodes still in.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from nodegate.core.checks import Check, CheckTable
+from nodegate.core.errors import ParseError
+from nodegate.core.settings import DEFAULT_FANOUT, DEFAULT_MAX_ACTIVE
+from nodegate.core.values import CommandResult, CommandSpec, NodeOutcome, Reach, Status, Verdict
+from nodegate.framework.progress import ProgressSink
+from nodegate.inventory import Node
+from nodegate.profiles import Profile
+from nodegate.transport.base import Transport
+from nodegate.transport.script import StageScript
+
+T = TypeVar("T")
+F = TypeVar("F")
+P = TypeVar("P")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSpec:
+    """A check: stable dotted id (API for waivers and history) and its pytest test name."""
+
+    id: str
+    test: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class StageOptions:
+    """The run's options a stage reads: the fan-out limit (passive node sessions), the channel
+    limit (active stages' remote processes), and where to show progress lines."""
+
+    fanout: int = DEFAULT_FANOUT
+    max_active: int = DEFAULT_MAX_ACTIVE
+    log: Callable[[str], None] | None = None  # active stages show their plan as they go
+    progress: ProgressSink | None = None  # stages, nodes and rounds as they go (framework.progress)
+
+
+@dataclass
+class StageContext:
+    """What a stage gets to run with."""
+
+    nodes: Sequence[Node]  # nodes taking part, in inventory order
+    profiles: Mapping[str, Profile]  # node -> profile
+    transport: Transport
+    run_dir: Path
+    options: StageOptions = field(default_factory=StageOptions)
+
+
+class Stage(abc.ABC):
+    name: str = "abstract"
+    checks: CheckTable[Any, Any] | tuple[CheckSpec, ...] = ()
+    # Active stages (traffic between nodes) take only nodes that passed every earlier stage.
+    active: bool = False
+
+    @abc.abstractmethod
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        """Gather and judge; one verdict per (check, node) at least, for every node in ctx."""
+
+    def announce(self, ctx: StageContext, script_deadline_s: float | None = None) -> None:
+        """Tell the progress display the stage has started on ctx's nodes."""
+        if ctx.options.progress is not None and ctx.nodes:
+            ctx.options.progress.stage_started(
+                self.name, len(ctx.nodes), active=self.active, script_deadline_s=script_deadline_s
+            )
+
+
+class PassiveStage(Stage, Generic[F, P]):
+    """Reads node state: one script per node, facts built by parsers, judged by the check table.
+
+    A passive stage supplies `commands`, `profile_of` (its typed profile section), `facts`
+    (one node's outcome -> frozen facts, parsing only through nodegate.parsers) and `checks`
+    (its CheckTable); `evaluate` is the same for every stage.
+    """
+
+    @abc.abstractmethod
+    def commands(self, node: Node, profile: Profile) -> list[CommandSpec]: ...
+
+    def profile_of(self, profile: Profile) -> P:
+        """The stage's typed profile section (built once per profile)."""
+        raise NotImplementedError(f"stage {self.name} has no typed profile")
+
+    def facts(self, outcome: NodeOutcome, profile: P) -> F:
+        """One reachable node's outcome as the stage's frozen facts."""
+        raise NotImplementedError(f"stage {self.name} builds no facts")
+
+    def unreachable(self, outcome: NodeOutcome) -> list[Verdict]:
+        """Verdicts for a node whose session never ran (every check ERROR)."""
+        return unreachable_verdicts(self, outcome, first_check_fails=False)
+
+    def evaluate(self, outcomes: Mapping[str, NodeOutcome], ctx: StageContext) -> list[Verdict]:
+        judge = NodeJudge(self, ctx)
+        for node in ctx.nodes:
+            judge.add(outcomes[node.name])
+        return judge.verdicts()
+
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        verdicts: list[Verdict] = []
+        ready: list[Node] = []
+        for n in ctx.nodes:
+            prof = ctx.profiles[n.name]
+            if isinstance(prof.data.get(self.name), Mapping):
+                ready.append(n)
+                continue
+            # Fail closed: nothing to judge against is an error, not a pass.
+            why = f"profile {prof.name} ({prof.source}) has no {self.name!r} section"
+            verdicts += [
+                Verdict(c.id, n.name, Status.ERROR, "profile", message=why) for c in self.checks
+            ]
+        if not ready:
+            self.announce(ctx)
+        if ready:
+            plan = {n.name: self.commands(n, ctx.profiles[n.name]) for n in ready}
+            self.announce(ctx, max(StageScript("", "", tuple(s)).deadline_s for s in plan.values()))
+            # Each node judged as its outcome comes in: its output is parsed while the others
+            # still answer, and only its facts are kept (not ~400 KB of text per node).
+            judge = NodeJudge(self, replace(ctx, nodes=ready))
+            await ctx.transport.stream_stage(self.name, plan, judge.add)
+            verdicts += judge.verdicts()
+        return verdicts
+
+
+class NodeJudge(Generic[F, P]):
+    """A passive stage's judging, one node at a time as outcomes arrive; `verdicts()` in node
+    order (the stage's nodes), then the fleet-scope checks over every node's facts."""
+
+    def __init__(self, stage: PassiveStage[F, P], ctx: StageContext) -> None:
+        if not isinstance(stage.checks, CheckTable):
+            raise NotImplementedError(f"stage {stage.name}: checks must be a CheckTable")
+        self.stage = stage
+        self.table: CheckTable[F, P] = stage.checks
+        self.ctx = ctx
+        self.by_node: dict[str, list[Verdict]] = {}
+        self.facts: dict[str, F] = {}
+        self.profs: dict[str, P] = {}
+
+    def add(self, out: NodeOutcome) -> None:
+        """Judge one node's outcome (never raises: a stage bug is that node's ERROR)."""
+        try:
+            if out.reach is not Reach.OK:
+                self.by_node[out.node] = self.stage.unreachable(out)
+                return
+            prof = self.stage.profile_of(self.ctx.profiles[out.node])
+            f = self.stage.facts(out, prof)
+            self.by_node[out.node] = self.table.judge_node(out.node, f, prof)
+            self.facts[out.node], self.profs[out.node] = f, prof
+        except Exception as exc:  # noqa: BLE001 - one node's bug must not lose the fleet
+            why = f"stage {self.stage.name} failed: {type(exc).__name__}: {exc}"
+            self.facts.pop(out.node, None)
+            self.by_node[out.node] = [
+                Verdict(c.id, out.node, Status.ERROR, "nodegate", message=why)
+                for c in self.stage.checks
+            ]
+
+    def verdicts(self) -> list[Verdict]:
+        order = [n.name for n in self.ctx.nodes]
+        missing = [n for n in order if n not in self.by_node]
+        if missing:  # a transport that lost a node: fail closed, never a pass
+            raise RuntimeError(f"no outcome for {len(missing)} nodes (first {missing[0]})")
+        out = [v for n in order for v in self.by_node[n]]
+        facts = {n: self.facts[n] for n in order if n in self.facts}
+        profs = {n: self.profs[n] for n in facts}
+        return out + self.table.judge_fleet(facts, profs)
+
+
+class OutcomeReader:
+    """Reads one node's command outcomes through parsers; failures are kept as reasons (which
+    become ERROR verdicts), never passes."""
+
+    def __init__(self, stage: str, outcome: NodeOutcome) -> None:
+        self.stage = stage
+        self.outcome = outcome
+        self.errors: dict[str, str] = {}
+
+    def evidence(self, *cmd_ids: str) -> tuple[str, ...]:
+        out = []
+        for c in cmd_ids:
+            r = self.outcome.results.get(c)
+            if r is not None and r.evidence:
+                out.append(r.evidence)
+        return tuple(out)
+
+    def result(self, cmd_id: str) -> CommandResult | None:
+        return self.outcome.results.get(cmd_id)
+
+    def parse(
+        self, cmd_id: str, parser: Callable[[str], T], *, absent_rcs: tuple[int, ...] = ()
+    ) -> T | None:
+        """Parsed output of `cmd_id`; None with a reason in `errors` when it is not usable.
+
+        `absent_rcs`: exit codes meaning "not installed / not present" (recorded as absent,
+        which the check judges against the profile's `required`).
+        """
+        r = self.outcome.results.get(cmd_id)
+        if r is None:
+            self.errors[cmd_id] = f"command {cmd_id} did not run" + (
+                f" ({self.outcome.detail})" if self.outcome.detail else ""
+            )
+            return None
+        if r.timed_out:
+            self.errors[cmd_id] = f"`{r.cmd}` timed out" + (
+                f" after {r.duration_s:.1f} s" if r.duration_s else ""
+            )
+            return None
+        if r.truncated:
+            self.errors[cmd_id] = f"output of `{r.cmd}` not usable: {r.truncated}"
+            return None
+        if r.rc in absent_rcs:
+            self.errors[cmd_id] = f"absent: `{r.cmd}` exited {r.rc}: {_first_line(r.stderr)}"
+            return None
+        if r.rc != 0:
+            self.errors[cmd_id] = f"`{r.cmd}` exited {r.rc}: {_first_line(r.stderr)}"
+            return None
+        try:
+            return parser(r.stdout)
+        except ParseError as exc:
+            self.errors[cmd_id] = f"unrecognized output of `{r.cmd}`: {exc.reason}"
+            return None
+        except Exception as exc:  # noqa: BLE001 - a parser bug is an ERROR for this node only
+            self.errors[cmd_id] = f"parser failed on `{r.cmd}`: {type(exc).__name__}: {exc}"
+            return None
+
+    def absent(self, cmd_id: str) -> bool:
+        return self.errors.get(cmd_id, "").startswith("absent:")
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:200]
+    return "(no stderr)"
+
+
+# What the operator does about a node whose session never ran, by how it failed.
+REMEDIATION = {
+    Reach.UNREACHABLE: "check the node's power, network and sshd; then requalify",
+    Reach.TIMEOUT: "check the node's power, network and sshd; then requalify",
+    Reach.AUTH_FAILED: "check the SSH user and key the inventory gives for the node",
+    Reach.HOSTKEY_UNKNOWN: (
+        "verify the node's host key out of band and add it to known_hosts "
+        "(or run once with --accept-new-hostkeys)"
+    ),
+    Reach.HOSTKEY_CHANGED: (
+        "find out why the node's host key changed (re-imaged, or someone in the path); "
+        "verify the new key, then replace its known_hosts entry (ssh-keygen -R)"
+    ),
+    Reach.ERROR: "read the reason; fix the inventory or ssh_config entry for the node",
+    Reach.OK: "check the node's power, network and sshd; then requalify",
+}
+# Its remediation class (`nodegate.admission.remediation`): a dead node is rebooted first.
+REMEDIATION_CLASS = {
+    Reach.UNREACHABLE: "reboot",
+    Reach.TIMEOUT: "reboot",
+    Reach.AUTH_FAILED: "fix_config",
+    Reach.HOSTKEY_UNKNOWN: "fix_config",
+    Reach.HOSTKEY_CHANGED: "fix_config",
+    Reach.ERROR: "fix_config",
+    Reach.OK: "reboot",
+}
+
+
+def unreachable_verdicts(
+    stage: Stage, outcome: NodeOutcome, *, first_check_fails: bool
+) -> list[Verdict]:
+    """A node whose session never ran: every check ERROR (the reach check itself FAIL)."""
+    why = f"{outcome.reach.value}: {outcome.detail}".rstrip(": ")
+    out = []
+    checks: tuple[Check[Any, Any] | CheckSpec, ...] = tuple(stage.checks)
+    for i, c in enumerate(checks):
+        fail = first_check_fails and i == 0
+        out.append(
+            Verdict(
+                check=c.id,
+                node=outcome.node,
+                status=Status.FAIL if fail else Status.ERROR,
+                component="ssh",
+                observed=outcome.reach.value,
+                expected=Reach.OK.value if fail else None,
+                message=why if fail else f"not judged: node session failed ({why})",
+                remediation=REMEDIATION[outcome.reach] if fail else None,
+                remediation_class=REMEDIATION_CLASS[outcome.reach] if fail else None,
+            )
+        )
+    return out

@@ -1,0 +1,104 @@
+"""report.html: one self-contained page per run (no script, no network: inline CSS and SVG),
+written beside admission.json by a `pytest_nodegate_admission` consumer.
+
+The decision first (counts, rejected nodes by remediation class or by check), then the nodes x
+checks heatmap grouped by rack/leaf (a group where every node passed every check folds to one
+line), distributions with the profile's limit drawn, and each failed verdict with observed,
+expected and links to its raw evidence (`raw/<node>/<stage>.json`, relative to the page).
+Node text goes through `safetext.printable`, then HTML escaping (jinja2 autoescape).
+
+    >>> write_report(Path("reports/r1"), json.load(open("reports/r1/admission.json")))
+    PosixPath('reports/r1/report.html')
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pytest
+from ClusterShell.NodeSet import NodeSet
+
+from nodegate.core.results import REPORT_FILE, VERDICTS_FILE, RunResult
+from nodegate.core.safetext import printable
+from nodegate.reports.html.plots import plots
+from nodegate.reports.html.view import heatmap, index_verdicts, node_views, rejected_by
+from nodegate.reports.terminal import node_state
+from nodegate.stages.registry import checks_by_id
+from nodegate.transport.evidence import evidence_file
+
+TEMPLATE = "report.html.j2"
+STATUSES = ("pass", "fail", "error", "skip", "not_run", "waived")
+
+
+@lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(autoescape=True)
+    env.filters["t"] = printable
+    text = resources.files("nodegate.reports.html").joinpath(TEMPLATE).read_text("utf-8")
+    return env.from_string(text)
+
+
+def render(
+    doc: Mapping[str, Any], verdicts_doc: Mapping[str, Any], run_dir: Path | None = None
+) -> str:
+    """The page for one run's admission document and verdicts document; `run_dir`: where
+    the page goes, to link a node without a cited command to its stage file."""
+
+    def stage_file(node: str, check: str) -> str | None:
+        entry = checks_by_id().get(check)
+        if run_dir is None or entry is None:
+            return None
+        found = evidence_file(run_dir / "raw" / node / f"{entry[0].name}.json")
+        return f"raw/{node}/{found.name}" if found is not None else None
+
+    verdicts = index_verdicts(verdicts_doc)
+    columns, groups = heatmap(doc, verdicts, stage_file)
+    by_kind, by_rows = rejected_by(doc)
+    admitted = [n for n, d in doc["nodes"].items() if node_state(d) == "admitted"]
+    return _template().render(
+        doc=doc,
+        s=doc["summary"],
+        by_kind=by_kind,
+        by_rows=by_rows,
+        admitted_set=str(NodeSet.fromlist(admitted)) if admitted else "",
+        statuses=STATUSES,
+        columns=columns,
+        groups=groups,
+        plots=plots(verdicts_doc.get("verdicts", ())),
+        nodes=node_views(doc),
+    )
+
+
+def write_report(
+    run_dir: Path, doc: Mapping[str, Any], vdoc: Mapping[str, Any] | None = None
+) -> Path:
+    """Write `run_dir/report.html` from `doc` and the verdicts document `vdoc` (default: read
+    `run_dir/verdicts.json`; absent, no plots)."""
+    if vdoc is None:
+        vpath = run_dir / VERDICTS_FILE
+        vdoc = json.loads(vpath.read_text(encoding="utf-8")) if vpath.is_file() else {}
+    out = run_dir / REPORT_FILE
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(render(doc, vdoc, run_dir), encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+class ReportWriter:
+    """The `pytest_nodegate_admission` consumer that writes report.html."""
+
+    def __init__(self, result: Callable[[], RunResult | None]) -> None:
+        self.result = result
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal summary names it
+    def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
+        # The verdicts in memory, as verdicts.json holds them (at 1,024 nodes, reading the
+        # file back would take longer than drawing the page).
+        result = self.result()
+        write_report(run_dir, doc, result.to_json() if result is not None else None)

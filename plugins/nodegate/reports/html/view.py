@@ -1,0 +1,222 @@
+"""What report.html shows, as plain data built from admission.json and verdicts.json: the
+decision, the nodes x checks heatmap by rack, the failed verdicts with their evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from ClusterShell.NodeSet import NodeSet
+
+from nodegate.reports.folding import observed_expected
+from nodegate.reports.terminal import causes, folds, node_state
+from nodegate.stages.registry import STAGES
+
+# Worst first: a cell shows the worst of its verdicts.
+STATUS_RANK = {"error": 5, "fail": 4, "not_run": 3, "skip": 2, "waived": 1, "pass": 0}
+GROUP_LABELS = ("rack", "leaf")  # inventory labels a fleet is grouped by, first found wins
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    status: str  # pass | fail | error | skip | not_run | waived
+    title: str  # "" for a pass
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    node: str
+    state: str
+    cells: tuple[Cell, ...]
+    evidence: str | None  # href of the first cause's evidence
+
+
+@dataclass
+class Group:
+    name: str
+    nodes: list[str] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def nodeset(self) -> str:
+        return str(NodeSet.fromlist(self.nodes))
+
+    @property
+    def rejected(self) -> int:
+        return sum(r.state != "admitted" for r in self.rows)
+
+
+@dataclass(frozen=True, slots=True)
+class ReasonView:
+    check: str
+    status: str
+    component: str
+    observed: str
+    expected: str
+    message: str
+    remediation: str
+    remediation_class: str
+    evidence: tuple[tuple[str, str], ...]  # (label, href)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    node: str
+    state: str
+    labels: str
+    reasons: tuple[ReasonView, ...]
+    echoes: int  # consequences left out (skips after the cause): admission.json has them
+    waived: tuple[ReasonView, ...]
+
+
+def href(ref: str) -> str:
+    """An evidence reference (`raw/n/stage.json#cmd`) as a link relative to the run directory."""
+    return quote(ref, safe="/#._-")
+
+
+def check_order(checks: Iterable[str]) -> list[str]:
+    """Checks in pipeline order (stage, then check table), others (site checks) after."""
+    order = {c.id: i for i, c in enumerate(c for s in STAGES for c in s.checks)}
+    return sorted(set(checks), key=lambda c: (order.get(c, len(order)), c))
+
+
+def worst_status(vs: Sequence[Mapping[str, Any]]) -> str:
+    return max((str(v["status"]) for v in vs), key=STATUS_RANK.__getitem__, default="not_run")
+
+
+def group_of(labels: Mapping[str, str]) -> str:
+    for key in GROUP_LABELS:
+        if labels.get(key):
+            parts = [f"{k} {labels[k]}" for k in GROUP_LABELS if labels.get(k)]
+            return " · ".join(parts)
+    return "fleet"
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+def reason_view(r: Mapping[str, Any]) -> ReasonView:
+    unit = r.get("unit") or ""
+
+    def with_unit(v: Any) -> str:
+        return f"{_text(v)} {unit}".strip() if v is not None else ""
+
+    return ReasonView(
+        check=r["check"],
+        status=r["status"],
+        component=r["component"],
+        observed=with_unit(r["observed"]),
+        expected=with_unit(r["expected"]),
+        message=r["message"] + observed_expected(r),
+        remediation=r.get("remediation") or "",
+        remediation_class=r.get("remediation_class") or "",
+        evidence=tuple((e, href(e)) for e in r.get("evidence") or ()),
+    )
+
+
+def heatmap(
+    doc: Mapping[str, Any],
+    verdicts: Mapping[tuple[str, str], list[Mapping[str, Any]]],
+    stage_file: Callable[[str, str], str | None] = lambda node, check: None,
+) -> tuple[list[str], list[Group]]:
+    """Columns (checks) and groups of rows; a group with every node admitted has no rows."""
+    columns = check_order(doc["checks"])
+    groups: dict[str, Group] = {}
+    for node, d in doc["nodes"].items():
+        g = groups.setdefault(group_of(d.get("labels") or {}), Group(""))
+        g.name = group_of(d.get("labels") or {})
+        g.nodes.append(node)
+        state = node_state(d)
+        if state == "admitted" and not d.get("waived"):
+            continue
+        g.rows.append(_row(node, d, state, columns, verdicts, stage_file))
+    for g in groups.values():
+        if not g.rows:
+            continue
+        # A group with a rejected node shows all its nodes: the pattern across a rack is news.
+        shown = {r.node for r in g.rows}
+        for node in g.nodes:
+            if node not in shown:
+                d = doc["nodes"][node]
+                g.rows.append(_row(node, d, node_state(d), columns, verdicts, stage_file))
+        order = {n: i for i, n in enumerate(g.nodes)}
+        g.rows.sort(key=lambda r: order[r.node])
+    return columns, list(groups.values())
+
+
+def _row(
+    node: str,
+    d: Mapping[str, Any],
+    state: str,
+    columns: Sequence[str],
+    verdicts: Mapping[tuple[str, str], list[Mapping[str, Any]]],
+    stage_file: Callable[[str, str], str | None],
+) -> Row:
+    by_check: dict[str, str] = {}
+    for r in d["reasons"]:
+        if r["status"] == "not_run":
+            by_check[r["check"]] = "not_run"
+    for r in d.get("waived") or ():
+        by_check.setdefault(r["check"], "waived")
+    cells = []
+    for check in columns:
+        vs = verdicts.get((check, node), [])
+        status = by_check.get(check) or worst_status(vs)
+        title = ""
+        if status != "pass":
+            bad = next((v for v in vs if v["status"] == status), None)
+            title = f"{node} {check}: {status}" + (f": {bad['message']}" if bad else "")
+        cells.append(Cell(status, title))
+    reasons = causes(d["reasons"]) if d["reasons"] else []
+    first = next((e for r in reasons for e in r.get("evidence") or ()), None)
+    if first is None and reasons:  # no command to cite (a session that never ran): its file
+        first = stage_file(node, reasons[0]["check"])
+    return Row(node, state, tuple(cells), href(first) if first else None)
+
+
+def node_views(doc: Mapping[str, Any]) -> list[NodeView]:
+    """Every node not admitted, and every node with a waived failure, with its causes."""
+    out = []
+    for node, d in doc["nodes"].items():
+        state = node_state(d)
+        if state == "admitted" and not d.get("waived"):
+            continue
+        shown = causes(d["reasons"]) if d["reasons"] else []
+        labels = ", ".join(f"{k}={v}" for k, v in sorted((d.get("labels") or {}).items()))
+        out.append(
+            NodeView(
+                node,
+                state,
+                labels,
+                tuple(reason_view(r) for r in shown),
+                len(d["reasons"]) - len(shown),
+                tuple(reason_view(r) for r in d.get("waived") or ()),
+            )
+        )
+    return out
+
+
+def rejected_by(doc: Mapping[str, Any]) -> tuple[str, list[tuple[str, int, str]]]:
+    """The rejected nodes by remediation class when admission.json has them, else by check."""
+    by_class = doc.get("remediation") or {}
+    if by_class:
+        rows = [(c, len(ns), str(NodeSet.fromlist(ns))) for c, ns in by_class.items()]
+        return "remediation class", sorted(rows, key=lambda r: (-r[1], r[0]))
+    rows = [
+        (f"{f.check} {f.status}", len(f.nodes), str(NodeSet.fromlist(f.nodes))) for f in folds(doc)
+    ]
+    return "check", rows
+
+
+def index_verdicts(vdoc: Mapping[str, Any]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    out: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for v in vdoc.get("verdicts", ()):
+        out.setdefault((v["check"], v["node"]), []).append(v)
+    return out

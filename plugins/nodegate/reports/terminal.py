@@ -1,0 +1,342 @@
+"""The terminal of a nodegate run serves the decision: pytest's per-item failure reports are off
+by default (the evidence is in the reports), and the admission summary, folded by check and
+nodeset, is printed last, after pytest's own closing line, on one screen at any fleet size.
+
+    ============================= nodegate admission =============================
+    nodegate run r1: 1024 nodes, 974 admitted, 50 rejected (stages: reach, pcie_gpu)
+    ADMITTED 974: gpu[0001-0002,0004-...]
+    REJECTED 50: gpu[0003,0035,...]
+    reach.ssh FAIL on 32 nodes: gpu[0003,0035,0067,0099,0131,0163,0195,0227] +24 more
+      gpu0003: reach.ssh FAIL [ssh]: unreachable: connection to root@10.0.0.3:22 refused
+      ... 31 more nodes with other messages: report.html, admission.json
+    admission: reports/r1/admission.json
+    report: reports/r1/report.html
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ClusterShell.NodeSet import NodeSet
+
+from nodegate.core.results import ADMISSION_FILE, REPORT_FILE
+from nodegate.core.safetext import printable
+from nodegate.reports.folding import observed_expected
+
+DEFAULT_SUMMARY_LINES = 30  # reason lines: with the header, one screen at 1,024 nodes
+FIRST_NODES = 8  # nodes named in a fold's header line
+NODESET_CHARS = 240  # an ADMITTED/REJECTED nodeset longer than this is cut: 3 lines at 80 columns
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("nodegate")
+    group.addoption(
+        "--item-reports",
+        action="store_true",
+        dest="nodegate_item_reports",
+        help="show pytest's per-item failure reports (FAILURES section, FAILED lines); off by "
+        "default in nodegate runs, whose evidence is in the run directory",
+    )
+    group.addoption(
+        "--summary-lines",
+        dest="nodegate_summary_lines",
+        metavar="N",
+        help=f"reason lines in the admission summary (default {DEFAULT_SUMMARY_LINES}; "
+        "0: every reason)",
+    )
+    parser.addini("nodegate_item_reports", "ini twin of --item-reports (true/false)", default=None)
+    parser.addini("nodegate_summary_lines", "ini twin of --summary-lines", default=None)
+
+
+def summary_budget(config: pytest.Config) -> int:
+    """--summary-lines (or its ini twin) as a whole number >= 0; raises pytest.UsageError."""
+    cli = config.getoption("nodegate_summary_lines", None)
+    raw = cli if cli is not None else config.getini("nodegate_summary_lines")
+    if raw is None or raw == "":
+        return DEFAULT_SUMMARY_LINES
+    text = str(raw).strip()
+    if not text.isdigit():
+        where = "" if cli is not None else " (from ini nodegate_summary_lines)"
+        raise pytest.UsageError(
+            f"nodegate: --summary-lines{where}: got {raw!r}, expected a whole number >= 0"
+        )
+    return int(text)
+
+
+def item_reports(config: pytest.Config) -> bool:
+    if config.getoption("nodegate_item_reports", False):
+        return True
+    raw = str(config.getini("nodegate_item_reports") or "").strip().lower()
+    return raw in {"true", "yes", "1", "on"}
+
+
+def quiet_item_reports(config: pytest.Config) -> None:
+    """pytest's FAILURES section and FAILED lines grow with the fleet (minutes at 5,000
+    nodes); a choice the operator made (--tb, -r) is kept."""
+    if config.option.tbstyle == "auto":
+        config.option.tbstyle = "no"
+    if config.option.reportchars == "fE":  # pytest's default
+        config.option.reportchars = "N"
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:  # it read the option when it was made
+            reporter.reportchars = "".join(c for c in reporter.reportchars if c not in "fEF")
+
+
+class DecisionScreen:
+    """The "nodegate admission" section, written after pytest's closing line."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.got: tuple[dict[str, Any], Path] | None = None
+
+    @pytest.hookimpl
+    def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
+        self.got = (doc, run_dir)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # outside the terminal reporter's wrapper
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, object, object]:
+        result = yield
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if self.got is not None and reporter is not None:
+            doc, run_dir = self.got
+            reporter.write_sep("=", "nodegate admission")
+            paths = Paths(
+                os.path.relpath(run_dir / ADMISSION_FILE),
+                os.path.relpath(run_dir / REPORT_FILE)
+                if (run_dir / REPORT_FILE).exists()
+                else None,
+            )
+            for line in decision_lines(doc, paths, self.budget):
+                reporter.write_line(line)
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class Paths:
+    admission: str
+    report: str | None = None
+
+    def where(self) -> str:
+        return ", ".join(p for p in (self.report, self.admission) if p)
+
+
+def node_state(d: Mapping[str, Any]) -> str:
+    """admitted | rejected | not_qualified (the last only where admission.json says so)."""
+    return str(d.get("state") or ("admitted" if d["admitted"] else "rejected"))
+
+
+def causes(reasons: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """A node's causes, not their echoes: failures, else errors, else everything; a check
+    left unjudged after a failed session repeats that failure."""
+    picked = (
+        [r for r in reasons if r["status"] == "fail"]
+        or [r for r in reasons if r["status"] == "error"]
+        or list(reasons)
+    )
+    return [r for r in picked if not r["message"].startswith("not judged:")] or picked
+
+
+def reason_line(nodes: Sequence[str], r: Mapping[str, Any]) -> str:
+    """`gpu[003,017]: check STATUS [component]: message (observed X, expected Y) (class)`."""
+    comp = f" [{r['component']}]" if r["component"] else ""
+    cls = f" ({r['remediation_class']})" if r.get("remediation_class") else ""
+    return (
+        f"{NodeSet.fromlist(nodes)}: {r['check']} {r['status'].upper()}{comp}: "
+        f"{r['message']}{observed_expected(r)}{cls}"
+    )
+
+
+@dataclass
+class Fold:
+    """Every node one (check, status) rejects, and its distinct reasons with their nodes."""
+
+    check: str
+    status: str
+    nodes: list[str]
+    reasons: dict[tuple[Any, ...], tuple[Mapping[str, Any], list[str]]]  # key -> (one, nodes)
+
+    def header(self) -> str:
+        n = len(self.nodes)
+        first = NodeSet.fromlist(self.nodes[:FIRST_NODES])
+        more = f" +{n - FIRST_NODES} more" if n > FIRST_NODES else ""
+        return f"{self.check} {self.status.upper()} on {n} node{'s' * (n != 1)}: {first}{more}"
+
+
+def folds(doc: Mapping[str, Any]) -> list[Fold]:
+    """Rejected nodes' causes by (check, status), the largest fold first."""
+    by_check: dict[tuple[str, str], Fold] = {}
+    for node, d in doc["nodes"].items():
+        if node_state(d) != "rejected":
+            continue
+        for r in causes(d["reasons"]):
+            f = by_check.setdefault(
+                (r["check"], r["status"]), Fold(r["check"], r["status"], [], {})
+            )
+            if not f.nodes or f.nodes[-1] != node:
+                f.nodes.append(node)
+            key = (r["component"], r["message"], observed_expected(r), r.get("remediation_class"))
+            f.reasons.setdefault(key, (r, []))[1].append(node)
+    return sorted(by_check.values(), key=lambda f: (-len(f.nodes), f.check, f.status))
+
+
+def fold_lines(found: Sequence[Fold], budget: int, where: str) -> list[str]:
+    """The reason lines, within `budget` lines (0: no limit): a fold with one reason line is
+    that line; a larger one has a header, then as many of its lines as the budget allows."""
+    shares = _shares(found, budget or 1 << 30)
+    lines: list[str] = []
+    left_nodes: set[str] = set()
+    left_folds = 0
+    for f, share in zip(found, shares, strict=True):
+        if share == 0:
+            left_folds += 1
+            left_nodes.update(f.nodes)
+            continue
+        items = list(f.reasons.values())
+        if len(items) == 1:
+            lines.append("  " + reason_line(items[0][1], items[0][0]))
+            continue
+        lines.append(f.header())
+        shown = items[: share - 1] if share - 1 >= len(items) else items[: share - 2]
+        lines += ["  " + reason_line(nodes, r) for r, nodes in shown]
+        rest = {n for _, ns in items[len(shown) :] for n in ns}
+        if rest:
+            others = "message" if len(items) - len(shown) == 1 else "messages"
+            lines.append(
+                f"  ... {len(rest)} more node{'s' * (len(rest) != 1)} with other {others}: {where}"
+            )
+    if left_folds:
+        lines.append(
+            f"... {left_folds} more check{'s' * (left_folds != 1)} fail on {len(left_nodes)} "
+            f"node{'s' * (len(left_nodes) != 1)}: {where}"
+        )
+    return lines
+
+
+def _shares(found: Sequence[Fold], limit: int) -> list[int]:
+    """Lines per fold (0: left out): one reason line, or a header, one reason and a "... more"
+    line, for each fold in order while `limit` lasts; what is left goes round the folds."""
+
+    def need(f: Fold) -> int:
+        return 1 if len(f.reasons) == 1 else len(f.reasons) + 1
+
+    shares = [0] * len(found)
+    left = limit - 1  # room for the "... more checks" line
+    for i, f in enumerate(found):
+        first = min(need(f), 3)
+        if left < first:
+            break
+        shares[i], left = first, left - first
+    growing = [i for i, f in enumerate(found) if 0 < shares[i] < need(f)]
+    while left > 0 and growing:  # one more line to each fold in turn: no fold hogs the screen
+        for i in list(growing):
+            if left == 0:
+                break
+            shares[i], left = shares[i] + 1, left - 1
+            if shares[i] == need(found[i]):
+                growing.remove(i)
+    return shares
+
+
+def clip_nodeset(nodes: Sequence[str], where: str, limit: int = NODESET_CHARS) -> str:
+    """The folded nodeset, or as many of the first nodes as fold within `limit` characters
+    and how many more (a fleet with scattered faults folds poorly).
+
+    >>> clip_nodeset([f"n{i}" for i in range(1, 100, 2)], "a.json", 20)
+    'n[1,3,5,7,9,11,13] +43 more (a.json)'
+    """
+    whole = str(NodeSet.fromlist(nodes))
+    if len(whole) <= limit:
+        return whole
+    lo, hi = 1, len(nodes)  # the most nodes whose nodeset fits: at least one
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(str(NodeSet.fromlist(nodes[:mid]))) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return f"{NodeSet.fromlist(nodes[:lo])} +{len(nodes) - lo} more ({where})"
+
+
+WAIVED_LINES = 10  # waived failures listed one per line up to this many, then counted
+
+
+def missing_checks(doc: Mapping[str, Any]) -> str:
+    """The required checks a diagnostic run left out, named (the first few)."""
+    out = list(doc.get("out_of_scope") or ())
+    shown = ", ".join(out[:6]) + (f" (+{len(out) - 6} more)" if len(out) > 6 else "")
+    return f"{len(out)} required checks did not run in this run: {shown}"
+
+
+def admission_notes(doc: Mapping[str, Any], where: str) -> list[str]:
+    """Waived failures, ignored (expired) waivers and an incomplete run's consequences."""
+    lines = []
+    waived = [(n, r) for n, d in doc["nodes"].items() for r in d.get("waived") or ()]
+    for node, r in waived if len(waived) <= WAIVED_LINES else ():
+        w = r["waiver"]
+        comp = f" [{r['component']}]" if r["component"] else ""
+        lines.append(
+            f"WAIVED {node}: {r['check']} {r['status'].upper()}{comp}: {r['message']} "
+            f"- waiver {w['index']}: {w['reason']} (owner {w['owner']}, until {w['expires']})"
+        )
+    if len(waived) > WAIVED_LINES:
+        lines.append(f"WAIVED {len(waived)} failures (listed in {where})")
+    for w in (doc.get("waivers") or {}).get("expired", ()):
+        comp = f" [{w['component']}]" if w["component"] else ""
+        lines.append(
+            f"WARNING waiver {w['index']} ({w['check']}{comp} on {w['nodes']}, owner "
+            f"{w['owner']}) expired on {w['expires']}: ignored"
+        )
+    if doc.get("complete") is False and not doc.get("interrupted"):
+        follow = (
+            "reports/latest and actions follow it (--allow-incomplete)"
+            if doc.get("actionable")
+            else "reports/latest and actions do not follow it (--allow-incomplete to let them)"
+        )
+        lines.append(f"INCOMPLETE run (not every required check ran): {follow}")
+    return lines
+
+
+def summary_lines(doc: Mapping[str, Any], admission_path: str) -> list[str]:
+    """The whole section with no line budget (every fold shown), as tests and tools read it."""
+    return decision_lines(doc, Paths(admission_path), budget=0)
+
+
+def decision_lines(doc: Mapping[str, Any], paths: Paths, budget: int) -> list[str]:
+    """The whole section, one escaped line per entry; the last line says where the full list is."""
+    s = doc["summary"]
+    states = {n: node_state(d) for n, d in doc["nodes"].items()}
+    admitted = [n for n, st in states.items() if st == "admitted"]
+    rejected = [n for n, st in states.items() if st == "rejected"]
+    unqualified = [n for n, st in states.items() if st == "not_qualified"]
+    during = f" INTERRUPTED during {doc['interrupted']}:" if doc.get("interrupted") else ""
+    nq = f", {len(unqualified)} not qualified" if unqualified else ""
+    lines = [
+        f"nodegate run {doc['run_id']}:{during} {s['nodes']} nodes, {s['admitted']} admitted, "
+        f"{s['rejected']} rejected{nq} (stages: {', '.join(doc['stages']) or 'none'})"
+    ]
+    if admitted:
+        lines.append(f"ADMITTED {len(admitted)}: {clip_nodeset(admitted, paths.admission)}")
+    if rejected:
+        lines.append(f"REJECTED {len(rejected)}: {clip_nodeset(rejected, paths.admission)}")
+        by_class = doc.get("remediation") or {}
+        if by_class:
+            lines.append(
+                "  by remediation: "
+                + "; ".join(f"{c} {NodeSet.fromlist(ns)}" for c, ns in by_class.items())
+            )
+        lines += fold_lines(folds(doc), budget, paths.where())
+    if unqualified:
+        lines.append(
+            f"NOT QUALIFIED {len(unqualified)}: {clip_nodeset(unqualified, paths.admission)}: "
+            + missing_checks(doc)
+        )
+    lines += admission_notes(doc, paths.where())
+    lines.append(f"admission: {paths.admission}")
+    if paths.report:
+        lines.append(f"report: {paths.report}")
+    return [printable(line) for line in lines]

@@ -1,0 +1,1 @@
+"""The pytest session: plugin wiring, state, items, the engine, interrupts, progress display."""

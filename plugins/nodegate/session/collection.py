@@ -1,0 +1,208 @@
+"""Test items: one per (check, node), the fixtures they take, and what a check item asserts.
+
+`nodegate_check` (registered checks) shows an item its verdicts, computed once per run by the
+engine; `node` (site checks) runs commands over the run's connection.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+from nodegate.admission.waivers import WaiverSet
+from nodegate.core.safetext import printable, printable_lines
+from nodegate.core.values import CommandResult, CommandSpec, Status, Verdict
+from nodegate.session.engine import LoopThread
+from nodegate.session.state import STATE, RunState
+from nodegate.stages.registry import checks_by_test
+
+NODE_PARAM = "nodegate_node"
+COLLECTION_USAGE_ERROR = pytest.StashKey[str]()
+USAGE_ERROR_ID = "nodegate-usage-error"  # the parameter of items that cannot be collected
+SITE_PREFIX = "site."
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    uses_check = "nodegate_check" in metafunc.fixturenames
+    # Only our `node` fixture: a suite of someone else's with its own `node` is left alone.
+    node_defs = metafunc._arg2fixturedefs.get("node") or ()
+    uses_node = bool(node_defs) and node_defs[-1].func is _node_fixture_func()
+    if not (uses_check or uses_node):
+        return
+    state = metafunc.config.stash.get(STATE, None)
+    entry = checks_by_test().get(metafunc.function.__name__) if uses_check else None
+    marks = [getattr(pytest.mark, entry[0].name)] if entry is not None else []
+    if state is None or (uses_check and entry is None):
+        # Said once, as a usage error, when collection ends: raised here, pytest would print
+        # a collection error with a traceback for every module.
+        nodeid = metafunc.definition.nodeid
+        metafunc.config.stash.setdefault(COLLECTION_USAGE_ERROR, _usage_message(state, nodeid))
+        metafunc.parametrize(NODE_PARAM, [pytest.param(None, id=USAGE_ERROR_ID, marks=marks)])
+        return
+    params = [pytest.param(n.name, id=n.name, marks=marks) for n in state.nodes]
+    metafunc.parametrize(NODE_PARAM, params)
+
+
+def _usage_message(state: RunState | None, nodeid: str) -> str:
+    """Why the item `nodeid` (without its parameter) cannot be collected."""
+    if state is None:
+        return (
+            f"nodegate: --inventory: missing; {nodeid} needs the nodes to qualify (a nodegate "
+            "YAML, Ansible INI or Ansible YAML inventory; ini twin nodegate_inventory)"
+        )
+    func = nodeid.rpartition("::")[2]
+    return (
+        f"nodegate: {nodeid}: {func} is not a registered nodegate check "
+        "(see nodegate.stages.registry)"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A serial run (or the xdist controller, below) stops with the usage error found while
+    collecting; a worker reports its items and lets the controller say it."""
+    message = session.config.stash.get(COLLECTION_USAGE_ERROR, None)
+    if message is not None and not hasattr(session.config, "workerinput"):
+        _stop(session.config, message)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    marker = f"[{USAGE_ERROR_ID}]"
+    bad = next((i for i in ids if i.endswith(marker)), None)
+    if bad is not None:
+        state = node.config.stash.get(STATE, None)
+        _stop(node.config, _usage_message(state, bad.removesuffix(marker)))
+
+
+def _stop(config: pytest.Config, message: str) -> NoReturn:
+    """A usage error once collection has begun: the error line is all the run has to say."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:  # its session summary would only add "no tests ran in 0.02s"
+        config.pluginmanager.unregister(reporter)
+    raise pytest.UsageError(printable(message))
+
+
+def item_key(nodeid: str) -> tuple[str, str] | None:
+    """`suites/test_reach.py::test_kernel_version[gpu017]` -> ('reach.kernel.version', 'gpu017')."""
+    if not nodeid.endswith("]") or "[" not in nodeid:
+        return None
+    head, _, param = nodeid[:-1].rpartition("[")
+    func = head.rpartition("::")[2]
+    entry = checks_by_test().get(func)
+    if entry is not None:
+        return entry[1].id, param
+    module = Path(head.partition("::")[0]).stem
+    return f"{SITE_PREFIX}{module}.{func}", param
+
+
+class CheckView:
+    """What a check item sees: its verdicts; `assert_pass()` fails closed."""
+
+    def __init__(
+        self, check: str, node: str, verdicts: list[Verdict], waivers: WaiverSet | None = None
+    ) -> None:
+        self.check = check
+        self.node = node
+        self.verdicts = verdicts
+        self.waivers = waivers or WaiverSet()
+
+    def assert_pass(self) -> None:
+        __tracebackhide__ = True
+        if not self.verdicts:
+            pytest.fail(
+                f"{self.check} on {self.node}: no verdict (did not run) - fail closed",
+                pytrace=False,
+            )
+        bad = [v for v in self.verdicts if v.status is not Status.PASS]
+        if bad and all(v.status is Status.SKIP for v in bad):
+            pytest.skip(printable(bad[0].message))
+        waived = [
+            (v, self.waivers.match(v.check, v.node, v.component, v.status.value)) for v in bad
+        ]
+        if bad and all(w is not None for _, w in waived):
+            # Reported as an expected failure: the gate admits on the waiver (`gate.decide`).
+            pytest.xfail(
+                "; ".join(
+                    printable(f"waived {v.check} [{v.component}]: {w.describe()}: {w.reason}")
+                    for v, w in waived
+                    if w is not None
+                )
+            )
+        if bad:
+            blocking = [v for v, w in waived if w is None]
+            pytest.fail("\n".join(_describe(v) for v in blocking), pytrace=False)
+
+
+def _describe(v: Verdict) -> str:
+    """A verdict for the pytest/JUnit failure text, node text escaped line by line."""
+    parts = [
+        f"{v.status.value.upper()} {v.check} {v.node}"
+        + (f" [{v.component}]" if v.component else "")
+    ]
+    if v.observed is not None or v.expected is not None:
+        unit = f" {v.unit}" if v.unit else ""
+        parts.append(f"  observed: {v.observed}{unit}  expected: {v.expected}{unit}")
+    if v.message:
+        parts.append(f"  {v.message}")
+    if v.remediation:
+        parts.append(f"  remediation: {v.remediation}")
+    for e in v.evidence:
+        parts.append(f"  evidence: {e}")
+    return "\n".join(printable(p) for p in parts)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A site check's failure text may quote node output: escape it like every node text."""
+    report = yield
+    if report.failed and NODE_PARAM in getattr(item, "fixturenames", ()):
+        text = str(report.longrepr)
+        if not all(line.isprintable() for line in text.split("\n")):
+            report.longrepr = printable_lines(text)
+    return report
+
+
+@pytest.fixture
+def nodegate_check(request: pytest.FixtureRequest, nodegate_node: str) -> CheckView:
+    """The verdicts of this item's (check, node), computed once for the whole run."""
+    state: RunState = request.config.stash[STATE]
+    _stage, spec = checks_by_test()[request.function.__name__]
+    verdicts = state.load_result().for_item(spec.id, nodegate_node)
+    # Allure results are one per node x stage, written from the decision (allure_results).
+    return CheckView(spec.id, nodegate_node, verdicts, state.waivers)
+
+
+class NodeHandle:
+    """A node for site-written checks: `node.run("cmd")` over the run's connection."""
+
+    def __init__(self, state: RunState, name: str) -> None:
+        self.state = state
+        self.name = name
+
+    def run(self, cmd: str, timeout_s: float = 30.0) -> CommandResult:
+        st = self.state
+        if st.loop is None:  # xdist worker: its own connection, opened on first use
+            st.loop = LoopThread()
+            st.transport = st.open_transport()
+        assert st.transport is not None
+        out = st.loop.call(
+            st.transport.run_node(self.name, "site", [CommandSpec("cmd", cmd, timeout_s)])
+        )
+        r = out.result("cmd")
+        if r is None:
+            pytest.fail(f"{self.name}: {out.reach.value}: {out.detail}", pytrace=False)
+        return r
+
+
+def _node_fixture_func() -> Any:
+    """The function behind our `node` fixture (pytest wraps the decorated name)."""
+    return getattr(node, "__wrapped__", node)
+
+
+@pytest.fixture
+def node(request: pytest.FixtureRequest, nodegate_node: str) -> NodeHandle:
+    """Site-written checks: the node under test (see README, "Site checks")."""
+    return NodeHandle(request.config.stash[STATE], nodegate_node)

@@ -1,0 +1,179 @@
+"""The run's outcome: each item's result (controller side), admission.json at session end,
+handed to `pytest_nodegate_admission` implementations: reports/latest here, the terminal
+summary (`nodegate.reports.terminal`), report.html (`nodegate.reports.html`) and Allure results
+(`nodegate.reports.allure`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _pytest.junitxml import xml_key
+
+from nodegate.admission.gate import admission_doc, decide, write_admission
+from nodegate.admission.remediation import table_of
+from nodegate.compare.outliers import find_outliers, reject_blocking
+from nodegate.core.results import RunResult
+from nodegate.core.values import Status, Verdict
+from nodegate.session.collection import SITE_PREFIX, item_key
+from nodegate.session.run_stages import ITEMS, STARTING
+from nodegate.session.state import STATE, RunState, now
+from nodegate.transport.evidence import expand_evidence
+
+# Exit codes (README "Exit codes"): pytest's own, plus 1 whenever a node is rejected, 6 when
+# no node is rejected but some are not qualified (a run that did not cover their admission
+# policy: -k, -m), 8 when an --act action failed (actions.json says which). 7 is kept for
+# the CI A/B mode's "regressed".
+EXIT_ADMITTED, EXIT_REJECTED, EXIT_NOT_QUALIFIED, EXIT_REGRESSED, EXIT_ACTION_FAILED = 0, 1, 6, 7, 8
+
+
+class Recorder:
+    """Controller-side record of each item's outcome (xdist forwards workers' reports)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
+            return  # not the item's outcome
+        self.state.reported.add(report.nodeid)
+        key = item_key(report.nodeid)
+        if key is None:
+            return
+        self.state.item_outcomes[key] = report.outcome
+        if key[0].startswith(SITE_PREFIX):
+            self.state.site_verdicts.append(_site_verdict(key, report))
+
+
+def _site_verdict(key: tuple[str, str], report: pytest.TestReport) -> Verdict:
+    status = {"passed": Status.PASS, "skipped": Status.SKIP}.get(report.outcome, Status.FAIL)
+    if status is Status.PASS:
+        return Verdict(key[0], key[1], status, component="site")
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = str(getattr(crash, "message", "") or report.longreprtext).strip()
+    if crash is None:  # a failure text nodegate escaped (`items`): its `E   ` lines say why
+        errors = [ln[1:].strip() for ln in text.splitlines() if ln.startswith("E ")]
+        text = errors[0] if errors else text
+    msg = text.splitlines()[0] if text else report.outcome
+    # A site check judges in its own code: what it saw is its outcome, what it wanted a pass.
+    return Verdict(key[0], key[1], status, "site", report.outcome, "passed", message=msg)
+
+
+@pytest.hookimpl(tryfirst=True)  # before junitxml writes junit.xml: it gets the unrun items
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is None or state.is_worker:
+        return
+    try:
+        if state.ran:
+            result = state.result = state.result or RunResult(interrupted=STARTING)
+            if result.interrupted is None and exitstatus == pytest.ExitCode.INTERRUPTED:
+                result.interrupted = ITEMS
+            for v in state.site_verdicts:
+                prof = state.profiles.get(v.node)
+                result.add(table_of(prof.data).classify(v) if prof else v)
+            # Final state of the run: site checks' verdicts and every connection opened.
+            result.connections = getattr(state.transport, "connections_opened", 0)
+            result.write(state.run_dir)
+            doc = _admission(state, result)
+            write_admission(state.run_dir, doc)
+            # The evidence people open (report.html, Allure, a shell): a rejected node's, plain.
+            rejected = (n for n, d in doc["nodes"].items() if d["state"] == "rejected")
+            expand_evidence(state.run_dir / "raw", rejected)
+            if result.interrupted is not None:
+                _junit_not_run(
+                    session.config, state, f"run interrupted during {result.interrupted}"
+                )
+            if session.exitstatus == EXIT_ADMITTED:
+                session.exitstatus = _exit_for(doc)
+            session.config.hook.pytest_nodegate_admission(doc=doc, run_dir=state.run_dir)
+            if state.action_failures and session.exitstatus in (
+                EXIT_ADMITTED,
+                EXIT_REJECTED,
+                EXIT_NOT_QUALIFIED,
+                EXIT_REGRESSED,
+            ):
+                session.exitstatus = EXIT_ACTION_FAILED
+    finally:
+        if state.loop is not None and state.transport is not None:
+            state.loop.call(state.transport.close(), timeout=30)
+        if state.loop is not None:
+            state.loop.stop()
+
+
+def _exit_for(doc: dict[str, Any]) -> int:
+    """A run pytest saw pass: 1 if a node is rejected, else 6 if one is not qualified."""
+    if doc["summary"]["rejected"]:
+        return EXIT_REJECTED
+    if doc["summary"]["not_qualified"]:
+        return EXIT_NOT_QUALIFIED
+    return EXIT_ADMITTED
+
+
+def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
+    decisions = decide(
+        state.selected,
+        result,
+        {n: p.name for n, p in state.profiles.items()},
+        {n.name: dict(n.labels) for n in state.nodes},
+        state.item_outcomes,
+        result.interrupted,
+        required=state.required(),
+        waivers=state.waivers,
+    )
+    # The second tier (fleet-relative outliers); an interrupted run admits nobody anyway.
+    found = None if result.interrupted else find_outliers(result, state.profiles)
+    if found is not None:
+        reject_blocking(decisions, found)
+    meta = {
+        "run_id": state.run_id,
+        "started_at": state.started_at,
+        "finished_at": now(),
+        "inventory": state.inventory.source,
+        "transport": state.settings.transport,
+        "stages": result.stages_run,
+        **({"interrupted": result.interrupted} if result.interrupted else {}),
+        **({"outliers": found.to_json()} if found is not None else {}),
+    }
+    return admission_doc(
+        decisions,
+        [n.name for n in state.nodes],
+        meta,
+        (c for c, _ in state.selected),
+        policies=state.policies,
+        waivers=state.waivers if state.settings.waivers is not None else None,
+        allow_incomplete=state.settings.allow_incomplete,
+    )
+
+
+def _junit_not_run(config: pytest.Config, state: RunState, why: str) -> None:
+    """Items that never reported go into junit.xml as errors, so that an interrupted run's
+    file cannot read as an empty success (`tests="0" failures="0"`)."""
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    for nodeid in (n for n in state.nodeids if n not in state.reported):
+        where = (nodeid.partition("::")[0], None, nodeid)
+        error = pytest.TestReport(nodeid, where, {}, "failed", f"not run: {why}", "setup")
+        done = pytest.TestReport(nodeid, where, {}, "passed", None, "teardown")
+        xml.pytest_runtest_logreport(error)
+        xml.pytest_runtest_logreport(done)
+
+
+class LatestLink:
+    """`reports/latest` -> the newest actionable run directory (a `pytest_nodegate_admission`
+    consumer): complete, or --allow-incomplete; an interrupted run leaves it where it was."""
+
+    @pytest.hookimpl
+    def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
+        if not doc["actionable"]:
+            return
+        link = run_dir.parent / "latest"
+        try:
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(run_dir.name)
+        except OSError:
+            pass  # a convenience only
