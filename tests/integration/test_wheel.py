@@ -24,9 +24,18 @@ from tests.integration.test_demo_model import EXPECTED
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # what a build leaves in a source tree, and what is never part of one
-_NOT_SOURCE = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "reports", ".nodegate", "*.egg-info", "__pycache__", ".*cache"
+_BUILT = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", ".nodegate", "*.egg-info", "__pycache__", ".*cache"
 )
+
+
+def _NOT_SOURCE(directory: str, names: list[str]) -> set[str]:
+    """What a build leaves anywhere, and the checkout's own run output (`reports/` at the top;
+    `plugins/nodegate/reports/` is code)."""
+    skip = set(_BUILT(directory, names))
+    if Path(directory).resolve() == REPO.resolve() and "reports" in names:
+        skip.add("reports")
+    return skip
 
 
 def _files(root: Path, skip: Callable[[str], bool] = lambda _dir: False) -> dict[str, Any]:
