@@ -30,7 +30,7 @@ from nodegate.stages.roce.commands import (
     kernel_files,
     rail_id,
 )
-from nodegate.stages.roce.facts import RoceFacts, gather
+from nodegate.stages.roce.facts import RoceFacts, build_facts
 from nodegate.stages.roce.profile import RoceProfile, roce_profile
 
 
@@ -75,7 +75,7 @@ class RoceStage(PassiveStage[RoceFacts, RoceProfile]):
         return roce_profile(profile)
 
     def facts(self, outcome: NodeOutcome, profile: RoceProfile) -> RoceFacts:
-        return gather(outcome, profile)
+        return build_facts(outcome, profile)
 
 
 STAGE = RoceStage()
