@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nodegate.core.checks import Check, CheckTable
 from nodegate.core.values import Status, Verdict
+from nodegate.framework.active.skeleton import ActiveStage
 from nodegate.framework.stage import Stage, StageContext, StageOptions
 from nodegate.inventory import Node
 from nodegate.inventory.model import FrozenMap, SSHSettings
@@ -148,3 +150,34 @@ def test_roce_on_roce_less_nodes_only_announces_nothing(tmp_path: Path) -> None:
     null = LIB.get("generic-hgx-h100")
     run(stage("roce"), {"n1": null}, tmp_path, shown)
     assert shown.started == []
+
+
+class Grouping(ActiveStage[str]):
+    """An active stage whose campaigns are verdicts naming the nodes each profile got."""
+
+    name = "grouping"
+    checks = CheckTable("grouping", [Check("grouping.x", "x", None, "node", "test_x", "pipeline")])
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, list[str]]] = []
+
+    def campaign_for(
+        self, name: str, profile: Profile, nodes: list[Node], ctx: StageContext
+    ) -> list[Verdict]:
+        self.calls.append((name, profile.name, [n.name for n in nodes]))
+        return self.unjudged(nodes[0].name, name)
+
+
+def test_the_default_plan_makes_one_campaign_per_profile_in_inventory_order() -> None:
+    a, b = (Profile(p, f"{p}.yaml", {"grouping": {}}) for p in ("a", "b"))
+    bare = Profile("bare", "bare.yaml", {"grouping": None})
+    st = Grouping()
+    profiles = {"n1": b, "n2": a, "n3": bare, "n4": b, "n5": a}
+    ctx = StageContext([node(n) for n in profiles], profiles, NoTransport(), Path("."))  # type: ignore[arg-type]
+    campaigns, verdicts = st.plan(ctx)
+    assert campaigns == [] and st.calls == [("b", "b", ["n1", "n4"]), ("a", "a", ["n2", "n5"])]
+    assert [(v.node, v.component, v.message) for v in verdicts] == [
+        ("n3", "grouping", "profile bare: no 'grouping' section"),
+        ("n1", "grouping", "b"),
+        ("n2", "grouping", "a"),
+    ]

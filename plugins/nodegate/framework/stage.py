@@ -86,7 +86,7 @@ class Stage(abc.ABC):
                         expected="not applicable", message=note)
                 for c in self.checks
             ]  # fmt: skip
-        return (replace(ctx, nodes=rest) if verdicts else ctx), verdicts
+        return (ctx if len(rest) == len(ctx.nodes) else replace(ctx, nodes=rest)), verdicts
 
     def announce(self, ctx: StageContext, script_deadline_s: float | None = None) -> None:
         """Tell the progress display the stage has started on ctx's nodes."""
