@@ -65,7 +65,7 @@ def run(n: int, faults: int, fanout: int, max_active: int | None) -> dict[str, o
         transport = SSHTransport(
             nodes, fanout=fanout, evidence=EvidenceWriter(run_dir / "raw", "ssh")
         )
-        opts = StageOptions(fanout=fanout, max_active=limit)
+        opts = StageOptions(max_active=limit)
         engine = Engine(nodes, profiles, transport, run_dir, [STAGE], opts)
         sel = [(c.id, x.name) for c in STAGE.checks for x in nodes]
 

@@ -168,7 +168,7 @@ def _ctx(tmp_path: Path, log: list[str] | None = None) -> StageContext:
         {},
         transport,
         tmp_path,
-        StageOptions(fanout=8, log=log.append if log is not None else None),
+        StageOptions(log=log.append if log is not None else None),
     )
 
 

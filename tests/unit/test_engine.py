@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from nodegate.core.checks import Check, CheckTable
 from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
-from nodegate.framework.stage import CheckSpec, OutcomeReader, Stage, StageContext
+from nodegate.framework.stage import OutcomeReader, Stage, StageContext
 from nodegate.inventory.model import Node, SSHSettings
 from nodegate.profiles import Profile
 from nodegate.session.engine import Engine
@@ -20,7 +21,7 @@ class NoTransport(Transport):
 
 class Broken(Stage):
     name = "broken"
-    checks = (CheckSpec("broken.x", "test_x", "x"),)
+    checks = CheckTable("broken", [Check("broken.x", "x", None, "node", "test_x", "pipeline")])
 
     async def run(self, ctx: StageContext) -> list[Verdict]:
         raise RuntimeError("boom")
@@ -28,7 +29,7 @@ class Broken(Stage):
 
 class Fine(Stage):
     name = "fine"
-    checks = (CheckSpec("fine.y", "test_y", "y"),)
+    checks = CheckTable("fine", [Check("fine.y", "y", None, "node", "test_y", "pipeline")])
 
     async def run(self, ctx: StageContext) -> list[Verdict]:
         return [Verdict("fine.y", n.name, Status.PASS) for n in ctx.nodes]

@@ -1,4 +1,4 @@
-"""hca stage evaluation, pure: simulated outputs -> gather -> verdicts, incl. every error path."""
+"""hca stage evaluation, pure: simulated outputs -> build_facts -> verdicts, every error path."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from nodegate.stages.hca.commands import (
     TOPO,
     mlxlink_id,
 )
-from nodegate.stages.hca.facts import gather
+from nodegate.stages.hca.facts import build_facts
 from nodegate.stages.hca.profile import HcaProfile, hca_profile
 
 from tests.integration.conftest import REPO
@@ -64,7 +64,7 @@ def outcome(
 
 def judge(out: NodeOutcome, sec: Any = SEC) -> list[Verdict]:
     """Every node-scope check of the table on one node, against a (maybe edited) hca section."""
-    return CHECKS.judge_node(out.node, gather(out), HcaProfile.of(sec, PROFILE.name))
+    return CHECKS.judge_node(out.node, build_facts(out), HcaProfile.of(sec, PROFILE.name))
 
 
 def failing(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
@@ -242,16 +242,16 @@ def _profiles(names: list[str]) -> dict[str, HcaProfile]:
 
 def test_firmware_uniform_majority_histogram_and_tie() -> None:
     names = ["gpu001", "gpu002", "gpu003"]
-    facts = {n: gather(outcome(n)) for n in names[:2]}
-    facts["gpu003"] = gather(outcome("gpu003", (Fault("hca_old_firmware", "mlx5_1"),)))
+    facts = {n: build_facts(outcome(n)) for n in names[:2]}
+    facts["gpu003"] = build_facts(outcome("gpu003", (Fault("hca_old_firmware", "mlx5_1"),)))
     verdicts = firmware_uniform(facts, _profiles(names))
     bad = [v for v in verdicts if v.status is not Status.PASS]
     assert [(v.node, v.component) for v in bad] == [("gpu003", "mlx5_1 (rail 1)")]
     assert bad[0].message.endswith("fleet PSID MT_0000000838: 28.41.1000 x23, 28.37.1014 x1")
     # two nodes, one differing device each way: 8 vs 8 would be a tie only at equal counts
     half = {
-        "gpu001": gather(outcome("gpu001")),
-        "gpu002": gather(
+        "gpu001": build_facts(outcome("gpu001")),
+        "gpu002": build_facts(
             outcome("gpu002", tuple(Fault("hca_old_firmware", f"mlx5_{i}") for i in range(8)))
         ),
     }
@@ -416,9 +416,9 @@ def test_pci_garbage_is_reported_where_pci_facts_are_needed() -> None:
 
 def test_fleet_check_groups_by_profile_and_psid_in_majority_order() -> None:
     old = tuple(Fault("hca_old_firmware", f"mlx5_{i}") for i in (1, 2))
-    facts = {n: gather(outcome(n)) for n in ("gpu001", "gpu002", "gpu003")}
-    facts["gpu004"] = gather(outcome("gpu004", old))
-    facts["gpu005"] = gather(outcome("gpu005", **{SYSFS: res(SYSFS, "", 124, timed_out=True)}))
+    facts = {n: build_facts(outcome(n)) for n in ("gpu001", "gpu002", "gpu003")}
+    facts["gpu004"] = build_facts(outcome("gpu004", old))
+    facts["gpu005"] = build_facts(outcome("gpu005", **{SYSFS: res(SYSFS, "", 124, timed_out=True)}))
     hgx = hca_profile(PROFILE)
     other = HcaProfile.of(SEC, "site-h100")  # same PSIDs, another profile: its own majority
     profs = {n: hgx for n in facts} | {"gpu003": other}

@@ -17,9 +17,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 from nodegate.admission.gate import admission_doc, admission_schema, decide
+from nodegate.core.checks import Check, CheckTable
 from nodegate.core.results import RunResult
 from nodegate.core.values import Status, Verdict
-from nodegate.framework.stage import CheckSpec, Stage, StageContext
+from nodegate.framework.stage import Stage, StageContext
 from nodegate.profiles import Profile
 from nodegate.reports.terminal import summary_lines
 from nodegate.session.engine import Engine, LoopThread
@@ -80,7 +81,7 @@ def test_stopping_the_loop_cancels_what_is_pending() -> None:
 
 class Measured(Stage):
     name = "first"
-    checks = (CheckSpec("first.x", "test_x", "x"),)
+    checks = CheckTable("first", [Check("first.x", "x", None, "node", "test_x", "pipeline")])
 
     async def run(self, ctx: StageContext) -> list[Verdict]:
         return [Verdict("first.x", n.name, Status.PASS) for n in ctx.nodes]
@@ -88,7 +89,7 @@ class Measured(Stage):
 
 class Endless(Stage):
     name = "second"
-    checks = (CheckSpec("second.y", "test_y", "y"),)
+    checks = CheckTable("second", [Check("second.y", "y", None, "node", "test_y", "pipeline")])
 
     async def run(self, ctx: StageContext) -> list[Verdict]:
         await asyncio.sleep(3600)

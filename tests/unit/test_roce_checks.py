@@ -23,7 +23,7 @@ from nodegate.stages.ib_pairs.profile import ib_pairs_profile
 from nodegate.stages.ib_pairs.stage import with_roce
 from nodegate.stages.roce import STAGE, RoceTransport, roce_transport
 from nodegate.stages.roce.checks import CHECKS
-from nodegate.stages.roce.facts import gather
+from nodegate.stages.roce.facts import build_facts
 from nodegate.stages.roce.profile import RoceProfile, roce_profile
 
 from tests.simnode import build, run_script
@@ -59,7 +59,7 @@ def session(fleet: Fleet, node: str) -> NodeOutcome:
 
 
 def judge(out: NodeOutcome, prof: RoceProfile = PROF) -> list[Verdict]:
-    return CHECKS.judge_node(out.node, gather(out, prof), prof)
+    return CHECKS.judge_node(out.node, build_facts(out, prof), prof)
 
 
 def bad(verdicts: list[Verdict]) -> set[tuple[str, str, Status]]:

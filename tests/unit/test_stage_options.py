@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from nodegate.core.settings import DEFAULT_FANOUT
+from nodegate.core.checks import Check, CheckTable
+from nodegate.core.settings import DEFAULT_MAX_ACTIVE
 from nodegate.core.values import Status, Verdict
-from nodegate.framework.stage import CheckSpec, Stage, StageContext, StageOptions
+from nodegate.framework.stage import Stage, StageContext, StageOptions
 from nodegate.inventory.model import FrozenMap, Node, SSHSettings
 from nodegate.profiles import Profile
 from nodegate.session.engine import Engine
@@ -21,7 +22,7 @@ class NoTransport(Transport):
 
 class Seen(Stage):
     name = "seen"
-    checks = (CheckSpec("seen.x", "test_seen", "x"),)
+    checks = CheckTable("seen", [Check("seen.x", "x", None, "node", "test_seen", "pipeline")])
 
     def __init__(self) -> None:
         self.options: list[StageOptions] = []
@@ -45,10 +46,10 @@ def run(options: StageOptions | None, tmp_path: Path) -> Seen:
 
 def test_engine_hands_the_options_to_each_stage(tmp_path: Path) -> None:
     lines: list[str] = []
-    opts = StageOptions(fanout=3, log=lines.append)
+    opts = StageOptions(max_active=3, log=lines.append)
     assert run(opts, tmp_path).options == [opts]
     assert lines == ["planned"]
 
 
 def test_default_options(tmp_path: Path) -> None:
-    assert run(None, tmp_path).options == [StageOptions(fanout=DEFAULT_FANOUT, log=None)]
+    assert run(None, tmp_path).options == [StageOptions(max_active=DEFAULT_MAX_ACTIVE, log=None)]

@@ -10,11 +10,11 @@ import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, final
 
-from nodegate.core.checks import Check, CheckTable
+from nodegate.core.checks import CheckTable
 from nodegate.core.errors import ParseError
-from nodegate.core.settings import DEFAULT_FANOUT, DEFAULT_MAX_ACTIVE
+from nodegate.core.settings import DEFAULT_MAX_ACTIVE
 from nodegate.core.values import CommandResult, CommandSpec, NodeOutcome, Reach, Status, Verdict
 from nodegate.framework.progress import ProgressSink
 from nodegate.inventory import Node
@@ -28,20 +28,11 @@ P = TypeVar("P")
 
 
 @dataclass(frozen=True, slots=True)
-class CheckSpec:
-    """A check: stable dotted id (API for waivers and history) and its pytest test name."""
-
-    id: str
-    test: str
-    title: str
-
-
-@dataclass(frozen=True, slots=True)
 class StageOptions:
-    """The run's options a stage reads: the fan-out limit (passive node sessions), the channel
-    limit (active stages' remote processes), and where to show progress lines."""
+    """The run's options a stage reads: the channel limit (active stages' remote processes;
+    passive node sessions are bounded by the transport's own fan-out) and where to show
+    progress lines."""
 
-    fanout: int = DEFAULT_FANOUT
     max_active: int = DEFAULT_MAX_ACTIVE
     log: Callable[[str], None] | None = None  # active stages show their plan as they go
     progress: ProgressSink | None = None  # stages, nodes and rounds as they go (framework.progress)
@@ -59,14 +50,43 @@ class StageContext:
 
 
 class Stage(abc.ABC):
+    """A pipeline stage: its name (also its profile section's), its check table and `run`."""
+
     name: str = "abstract"
-    checks: CheckTable[Any, Any] | tuple[CheckSpec, ...] = ()
+    checks: CheckTable[Any, Any] = CheckTable("abstract", ())
     # Active stages (traffic between nodes) take only nodes that passed every earlier stage.
     active: bool = False
+    # What a SKU whose section is null has none of (roce: "RoCE rails"): every check PASSes
+    # as not applicable. None: a null section is a missing one, every check ERROR.
+    not_applicable: str | None = None
 
     @abc.abstractmethod
     async def run(self, ctx: StageContext) -> list[Verdict]:
         """Gather and judge; one verdict per (check, node) at least, for every node in ctx."""
+
+    def has_section(self, profile: Profile) -> bool:
+        """Whether the profile has the stage's section (missing or null: it has not)."""
+        return isinstance(profile.data.get(self.name), Mapping)
+
+    def applicable(self, ctx: StageContext) -> tuple[StageContext, list[Verdict]]:
+        """ctx narrowed to the nodes the stage applies to; every check PASS for the others
+        (their profile's section is null and the stage says what that means)."""
+        if self.not_applicable is None:
+            return ctx, []
+        verdicts: list[Verdict] = []
+        rest: list[Node] = []
+        for n in ctx.nodes:
+            prof = ctx.profiles[n.name]
+            if self.name not in prof.data or prof.data[self.name] is not None:
+                rest.append(n)
+                continue
+            note = f"profile {prof.name} has no {self.not_applicable} ({self.name}: null)"
+            verdicts += [
+                Verdict(c.id, n.name, Status.PASS, self.not_applicable,
+                        expected="not applicable", message=note)
+                for c in self.checks
+            ]  # fmt: skip
+        return (ctx if len(rest) == len(ctx.nodes) else replace(ctx, nodes=rest)), verdicts
 
     def announce(self, ctx: StageContext, script_deadline_s: float | None = None) -> None:
         """Tell the progress display the stage has started on ctx's nodes."""
@@ -81,7 +101,9 @@ class PassiveStage(Stage, Generic[F, P]):
 
     A passive stage supplies `commands`, `profile_of` (its typed profile section), `facts`
     (one node's outcome -> frozen facts, parsing only through nodegate.parsers) and `checks`
-    (its CheckTable); `evaluate` is the same for every stage.
+    (its CheckTable); `run` and `evaluate` are the same for every stage: a node whose profile
+    has no section of the stage's name is every check ERROR (fail closed), a null one is
+    `not_applicable` where the stage says so.
     """
 
     @abc.abstractmethod
@@ -105,19 +127,18 @@ class PassiveStage(Stage, Generic[F, P]):
             judge.add(outcomes[node.name])
         return judge.verdicts()
 
+    @final
     async def run(self, ctx: StageContext) -> list[Verdict]:
-        verdicts: list[Verdict] = []
+        ctx, verdicts = self.applicable(ctx)
         ready: list[Node] = []
         for n in ctx.nodes:
             prof = ctx.profiles[n.name]
-            if isinstance(prof.data.get(self.name), Mapping):
+            if self.has_section(prof):
                 ready.append(n)
                 continue
             # Fail closed: nothing to judge against is an error, not a pass.
             why = f"profile {prof.name} ({prof.source}) has no {self.name!r} section"
-            verdicts += [
-                Verdict(c.id, n.name, Status.ERROR, "profile", message=why) for c in self.checks
-            ]
+            verdicts += self.checks.all_error(n.name, "profile", why)
         if not ready:
             self.announce(ctx)
         if ready:
@@ -136,8 +157,6 @@ class NodeJudge(Generic[F, P]):
     order (the stage's nodes), then the fleet-scope checks over every node's facts."""
 
     def __init__(self, stage: PassiveStage[F, P], ctx: StageContext) -> None:
-        if not isinstance(stage.checks, CheckTable):
-            raise NotImplementedError(f"stage {stage.name}: checks must be a CheckTable")
         self.stage = stage
         self.table: CheckTable[F, P] = stage.checks
         self.ctx = ctx
@@ -158,10 +177,7 @@ class NodeJudge(Generic[F, P]):
         except Exception as exc:  # noqa: BLE001 - one node's bug must not lose the fleet
             why = f"stage {self.stage.name} failed: {type(exc).__name__}: {exc}"
             self.facts.pop(out.node, None)
-            self.by_node[out.node] = [
-                Verdict(c.id, out.node, Status.ERROR, "nodegate", message=why)
-                for c in self.stage.checks
-            ]
+            self.by_node[out.node] = self.table.all_error(out.node, "nodegate", why)
 
     def verdicts(self) -> list[Verdict]:
         order = [n.name for n in self.ctx.nodes]
@@ -276,8 +292,7 @@ def unreachable_verdicts(
     """A node whose session never ran: every check ERROR (the reach check itself FAIL)."""
     why = f"{outcome.reach.value}: {outcome.detail}".rstrip(": ")
     out = []
-    checks: tuple[Check[Any, Any] | CheckSpec, ...] = tuple(stage.checks)
-    for i, c in enumerate(checks):
+    for i, c in enumerate(stage.checks):
         fail = first_check_fails and i == 0
         out.append(
             Verdict(

@@ -148,9 +148,7 @@ class Engine:
                 except Exception as exc:  # noqa: BLE001 - a stage bug must not lose the run
                     why = f"stage {stage.name} failed: {type(exc).__name__}: {exc}"
                     verdicts = [
-                        Verdict(c.id, n.name, Status.ERROR, "nodegate", message=why)
-                        for n in part
-                        for c in stage.checks
+                        v for n in part for v in stage.checks.all_error(n.name, "nodegate", why)
                     ]
                 for v in verdicts:
                     result.add(self.classified(v))

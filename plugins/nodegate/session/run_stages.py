@@ -61,7 +61,6 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
         state.transport,
         state.run_dir,
         options=StageOptions(
-            fanout=state.settings.fanout,
             max_active=state.settings.active_limit(state.inventory.settings.max_active),
             log=progress.log,
             progress=progress,

@@ -6,7 +6,7 @@ from functools import cache
 from typing import Any
 
 from nodegate.core.checks import Check
-from nodegate.framework.stage import CheckSpec, Stage
+from nodegate.framework.stage import Stage
 from nodegate.stages.hca import STAGE as HCA
 from nodegate.stages.ib_pairs import STAGE as IB_PAIRS
 from nodegate.stages.nccl import STAGE as NCCL
@@ -19,7 +19,7 @@ STAGES: tuple[Stage, ...] = (REACH, PCIE_GPU, HCA, ROCE, IB_PAIRS, NCCL)
 # Stage names known to the plugin as markers, including stages still to come.
 STAGE_MARKERS = ("reach", "pcie_gpu", "hca", "roce", "ib_pairs", "nccl")
 
-CheckEntry = tuple[Stage, "Check[Any, Any] | CheckSpec"]
+CheckEntry = tuple[Stage, Check[Any, Any]]
 
 
 def stage(name: str) -> Stage:

@@ -15,19 +15,18 @@
                  that never ended; then, on a completed run, the stray check on every node
 
 An interrupt (task cancelled, KeyboardInterrupt) still kills what the stage started, then
-re-raises. A stage is an `ActiveStage` that splits its nodes into `Campaign`s.
+re-raises. A stage is an `ActiveStage` whose nodes of one profile form one `Campaign`.
 """
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import functools
 import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, final
 
 from nodegate.core.values import Verdict
 from nodegate.framework.active.campaign import Campaign, Execution, Side, spawn_failure
@@ -37,6 +36,8 @@ from nodegate.framework.active.ledger import ProcessLedger, SpawnScope
 from nodegate.framework.active.rounds import Outcome, Round
 from nodegate.framework.active.scheduler import Claim, Scheduler, Usage, first_wave
 from nodegate.framework.stage import Stage, StageContext, StageOptions
+from nodegate.inventory import Node
+from nodegate.profiles import Profile
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.process import SpawnError
 
@@ -44,20 +45,57 @@ T = TypeVar("T")
 
 
 class ActiveStage(Stage, Generic[T]):
-    """A stage that puts traffic between nodes. Supplies `plan` (campaigns, and verdicts for
-    nodes that cannot take part), `tool` and `cleanup_check`; the skeleton runs the rest."""
+    """A stage that puts traffic between nodes. Supplies `campaign_for` (the campaign of one
+    profile's nodes), `tool` and `cleanup_check`, and `unfit` where a profile needs more than
+    the stage's section; the skeleton plans and runs the rest."""
 
     active = True
     tool: str = "process"  # names the cleanup check's component and messages
     cleanup_check: str = ""  # id of the check judged by the stray check
 
-    @abc.abstractmethod
     def plan(self, ctx: StageContext) -> tuple[list[Campaign[T]], list[Verdict]]:
-        """Split ctx.nodes into campaigns; ERROR verdicts for nodes left out, and why."""
+        """The nodes of each profile form one campaign (`campaign_for`); a node whose profile
+        has no section of the stage's name, or that `unfit` turns away, is every check ERROR."""
+        verdicts: list[Verdict] = []
+        groups: dict[str, list[Node]] = {}
+        for n in ctx.nodes:
+            prof = ctx.profiles[n.name]
+            why = self.unfit(prof) if self.has_section(prof) else f"no {self.name!r} section"
+            if why:
+                verdicts += self.unjudged(n.name, f"profile {prof.name}: {why}")
+                continue
+            groups.setdefault(prof.name, []).append(n)
+        campaigns: list[Campaign[T]] = []
+        for name, members in groups.items():
+            got = self.campaign_for(name, ctx.profiles[members[0].name], members, ctx)
+            if isinstance(got, list):
+                verdicts += got
+            else:
+                campaigns.append(got)
+        return campaigns, verdicts
 
+    def unfit(self, profile: Profile) -> str | None:
+        """Why nodes of a profile with the stage's section still cannot take part (None: they
+        can)."""
+        return None
+
+    def campaign_for(
+        self, name: str, profile: Profile, nodes: list[Node], ctx: StageContext
+    ) -> Campaign[T] | list[Verdict]:
+        """The campaign of profile `name`'s nodes, or their verdicts when they cannot form one
+        (`unjudged`)."""
+        raise NotImplementedError(f"stage {self.name} plans no campaign")
+
+    def unjudged(self, node: str, message: str) -> list[Verdict]:
+        """Every check ERROR for a node that cannot take part, and why."""
+        return self.checks.all_error(node, self.name, message)
+
+    @final
     async def run(self, ctx: StageContext) -> list[Verdict]:
+        ctx, verdicts = self.applicable(ctx)
         self.announce(ctx)
-        campaigns, verdicts = self.plan(ctx)
+        campaigns, more = self.plan(ctx)
+        verdicts += more
         for c in campaigns:
             verdicts += await run_campaign(self, c, ctx)
         return verdicts

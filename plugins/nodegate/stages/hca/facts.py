@@ -1,6 +1,6 @@
 """Facts of the `hca` stage for one node, read from its session through nodegate.parsers.
 
-Pure data plus the reader that fills it; unit tests build HcaFacts with `gather`.
+Pure data plus the reader that fills it; unit tests build HcaFacts with `build_facts`.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class HcaReader(OutcomeReader):
             return None
 
 
-def gather(out: NodeOutcome) -> HcaFacts:
+def build_facts(out: NodeOutcome) -> HcaFacts:
     """Parse one node's session into HcaFacts (failures recorded, never raised)."""
     f = HcaReader("hca", out)
     sysfs, text = f.listing(SYSFS, parse_ib_sysfs)

@@ -18,6 +18,7 @@ from nodegate.core.thresholds import Threshold
 from nodegate.core.versions import VersionRule
 from nodegate.profiles import Profile
 
+SECTION = "hca"
 COMPUTE = "compute"  # the role of the rail HCAs (those the profile's `rails` name)
 
 
@@ -223,7 +224,7 @@ class HcaProfile:
 
 def hca_profile(profile: Profile) -> HcaProfile:
     """The typed `hca` section of a profile, built once per profile."""
-    return profile.typed("hca", partial(HcaProfile.of, name=profile.name))
+    return profile.typed(SECTION, partial(HcaProfile.of, name=profile.name))
 
 
 def _pcie(doc: Mapping[str, Any] | None, where: str) -> PcieRule | None:

@@ -31,7 +31,7 @@ from nodegate.stages.hca.commands import (
     TOPO,
     mlxlink_id,
 )
-from nodegate.stages.hca.facts import HcaFacts, gather
+from nodegate.stages.hca.facts import HcaFacts, build_facts
 from nodegate.stages.hca.profile import HcaProfile, hca_profile
 
 
@@ -65,7 +65,7 @@ class HcaStage(PassiveStage[HcaFacts, HcaProfile]):
         return hca_profile(profile)
 
     def facts(self, outcome: NodeOutcome, profile: HcaProfile) -> HcaFacts:
-        return gather(outcome)
+        return build_facts(outcome)
 
 
 STAGE = HcaStage()

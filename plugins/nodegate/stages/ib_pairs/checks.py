@@ -103,8 +103,3 @@ def _describe(node: str, r: PairResult) -> str:
     if r.error:
         what += f" ({r.error})"
     return f"round {r.round.label} with {partner}: {what}"
-
-
-def unjudged(node: str, message: str) -> list[Verdict]:
-    """Every check ERROR for a node that cannot take part (no section, no partner)."""
-    return [Verdict(c.id, node, Status.ERROR, "ib_pairs", message=message) for c in CHECKS]

@@ -96,6 +96,7 @@ class IbPairsProfile:
 
 
 def ib_pairs_profile(profile: Profile) -> IbPairsProfile:
+    """The typed `ib_pairs` section of a profile, built once per profile."""
     return profile.typed(SECTION, IbPairsProfile.of)
 
 

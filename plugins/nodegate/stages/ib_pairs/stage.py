@@ -9,7 +9,6 @@ plan is written to <run>/ib_pairs/plan-<profile>.json before each round runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 
 from nodegate.core.values import Verdict
@@ -19,14 +18,9 @@ from nodegate.framework.stage import StageContext
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
 from nodegate.stages.ib_pairs.campaign import PairCampaign
-from nodegate.stages.ib_pairs.checks import CHECKS, CLEANUP, unjudged
+from nodegate.stages.ib_pairs.checks import CHECKS, CLEANUP
 from nodegate.stages.ib_pairs.plan import PairTest
-from nodegate.stages.ib_pairs.profile import (
-    SECTION,
-    IbPairsProfile,
-    ib_pairs_profile,
-    profile_rails,
-)
+from nodegate.stages.ib_pairs.profile import IbPairsProfile, ib_pairs_profile, profile_rails
 from nodegate.stages.roce.profile import roce_transport
 
 
@@ -36,31 +30,16 @@ class IbPairsStage(ActiveStage[PairTest]):
     tool = "ib_write_bw"
     cleanup_check = CLEANUP
 
-    def plan(self, ctx: StageContext) -> tuple[list[Campaign[PairTest]], list[Verdict]]:
-        verdicts: list[Verdict] = []
-        groups: dict[str, list[Node]] = {}
-        for n in ctx.nodes:
-            prof = ctx.profiles[n.name]
-            why = _missing(prof)
-            if why:
-                verdicts += unjudged(n.name, f"profile {prof.name}: {why}")
-                continue
-            groups.setdefault(prof.name, []).append(n)
-        campaigns: list[Campaign[PairTest]] = []
-        for name, members in groups.items():
-            if len(members) < 2:
-                verdicts += unjudged(
-                    members[0].name, f"no partner node of profile {name} to test with"
-                )
-                continue
-            prof = ctx.profiles[members[0].name]
-            campaigns.append(
-                PairCampaign(
-                    name, with_roce(ib_pairs_profile(prof), prof), profile_rails(prof), members,
-                    ctx.transport,
-                )
-            )  # fmt: skip
-        return campaigns, verdicts
+    def unfit(self, profile: Profile) -> str | None:
+        return None if profile_rails(profile) else "no 'hca.rails' (the rails ib_pairs tests)"
+
+    def campaign_for(
+        self, name: str, profile: Profile, nodes: list[Node], ctx: StageContext
+    ) -> Campaign[PairTest] | list[Verdict]:
+        if len(nodes) < 2:
+            return self.unjudged(nodes[0].name, f"no partner node of profile {name} to test with")
+        ibp = with_roce(ib_pairs_profile(profile), profile)
+        return PairCampaign(name, ibp, profile_rails(profile), nodes, ctx.transport)
 
 
 def with_roce(ibp: IbPairsProfile, prof: Profile) -> IbPairsProfile:
@@ -71,14 +50,6 @@ def with_roce(ibp: IbPairsProfile, prof: Profile) -> IbPairsProfile:
         return ibp
     args = ("-x", str(t.gid_index), "--tclass", str(t.traffic_class))
     return replace(ibp, method=replace(ibp.method, extra_args=(*ibp.method.extra_args, *args)))
-
-
-def _missing(prof: Profile) -> str | None:
-    if not isinstance(prof.data.get(SECTION), Mapping):
-        return f"no {SECTION!r} section"
-    if not profile_rails(prof):
-        return "no 'hca.rails' (the rails ib_pairs tests)"
-    return None
 
 
 STAGE = IbPairsStage()

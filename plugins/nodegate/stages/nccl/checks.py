@@ -236,8 +236,3 @@ def _hint(check: str, status: Status) -> str:
     if check == SINGLE:
         return "check NVLink / NVSwitch and the fabric manager (stage pcie_gpu)"
     return "see nccl.localized for the node to blame; requalify without it"
-
-
-def unjudged(node: str, message: str) -> list[Verdict]:
-    """Every check ERROR for a node that cannot take part (no section)."""
-    return [Verdict(c.id, node, Status.ERROR, "nccl", message=message) for c in CHECKS]

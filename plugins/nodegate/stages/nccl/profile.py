@@ -137,6 +137,7 @@ class NcclProfile:
 
 
 def nccl_profile(profile: Profile) -> NcclProfile:
+    """The typed `nccl` section of a profile, built once per profile."""
     return profile.typed(SECTION, NcclProfile.of)
 
 

@@ -9,17 +9,16 @@ The nodes of one profile form one campaign (`nodegate.framework.active`): the pl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from nodegate.core.values import Verdict
 from nodegate.framework.active.campaign import Campaign
 from nodegate.framework.active.skeleton import ActiveStage
 from nodegate.framework.stage import StageContext
 from nodegate.inventory import Node
+from nodegate.profiles import Profile
 from nodegate.stages.nccl.campaign import NcclCampaign
-from nodegate.stages.nccl.checks import CHECKS, CLEANUP, unjudged
+from nodegate.stages.nccl.checks import CHECKS, CLEANUP
 from nodegate.stages.nccl.plan import NcclJob
-from nodegate.stages.nccl.profile import SECTION, nccl_profile, roce_settings
+from nodegate.stages.nccl.profile import nccl_profile, roce_settings
 
 
 class NcclStage(ActiveStage[NcclJob]):
@@ -28,22 +27,11 @@ class NcclStage(ActiveStage[NcclJob]):
     tool = "all_reduce_perf"
     cleanup_check = CLEANUP
 
-    def plan(self, ctx: StageContext) -> tuple[list[Campaign[NcclJob]], list[Verdict]]:
-        verdicts: list[Verdict] = []
-        groups: dict[str, list[Node]] = {}
-        for n in ctx.nodes:
-            prof = ctx.profiles[n.name]
-            if not isinstance(prof.data.get(SECTION), Mapping):
-                verdicts += unjudged(n.name, f"profile {prof.name}: no {SECTION!r} section")
-                continue
-            groups.setdefault(prof.name, []).append(n)
-        campaigns: list[Campaign[NcclJob]] = []
-        for name, members in groups.items():
-            prof = ctx.profiles[members[0].name]
-            campaigns.append(
-                NcclCampaign(name, nccl_profile(prof), members, ctx.transport, roce_settings(prof))
-            )
-        return campaigns, verdicts
+    def campaign_for(
+        self, name: str, profile: Profile, nodes: list[Node], ctx: StageContext
+    ) -> Campaign[NcclJob] | list[Verdict]:
+        prof, roce = nccl_profile(profile), roce_settings(profile)
+        return NcclCampaign(name, prof, nodes, ctx.transport, roce)
 
 
 STAGE = NcclStage()

@@ -63,7 +63,7 @@ class PcieGpuFacts:
         return next((g for g in self.gpus if g.pci_bus_id == bdf), None)
 
 
-def read_facts(outcome: NodeOutcome, profile: PcieGpuProfile) -> PcieGpuFacts:
+def build_facts(outcome: NodeOutcome, profile: PcieGpuProfile) -> PcieGpuFacts:
     """Parse every command of the stage for one reachable node."""
     reader = OutcomeReader(STAGE_NAME, outcome)
     nvsmi = reader.parse("nvsmi", parse_nvsmi_text, absent_rcs=(NOT_INSTALLED,))

@@ -1,6 +1,6 @@
 """The typed `pcie_gpu` section of a profile, built once from the schema-validated mapping.
 
->>> prof.typed("pcie_gpu", PcieGpuProfile.of).pcie_width.holds(16)
+>>> pcie_gpu_profile(prof).pcie_width.holds(16)
 True
 """
 
@@ -13,7 +13,9 @@ from typing import Any, Literal, cast
 
 from nodegate.core.thresholds import Threshold
 from nodegate.core.versions import VersionRule
+from nodegate.profiles import Profile
 
+SECTION = "pcie_gpu"
 XidAction = Literal["ignore", "reset", "reboot", "drain_rma"]
 # Mildest first: a GPU's Xid verdict takes the most severe action among its codes.
 XID_ACTIONS: tuple[XidAction, ...] = ("ignore", "reset", "reboot", "drain_rma")
@@ -168,3 +170,8 @@ class PcieGpuProfile:
                 bool(dcgm["allow_warn"]),
             ),
         )
+
+
+def pcie_gpu_profile(profile: Profile) -> PcieGpuProfile:
+    """The typed `pcie_gpu` section of a profile, built once per profile."""
+    return profile.typed(SECTION, PcieGpuProfile.of)

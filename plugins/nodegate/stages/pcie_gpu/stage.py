@@ -10,8 +10,8 @@ from nodegate.framework.stage import PassiveStage
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
 from nodegate.stages.pcie_gpu.checks import CHECKS
-from nodegate.stages.pcie_gpu.facts import STAGE_NAME, PcieGpuFacts, read_facts
-from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
+from nodegate.stages.pcie_gpu.facts import STAGE_NAME, PcieGpuFacts, build_facts
+from nodegate.stages.pcie_gpu.profile import PcieGpuProfile, pcie_gpu_profile
 
 CMD_TIMEOUT_S = 60.0
 
@@ -38,10 +38,10 @@ class PcieGpuStage(PassiveStage[PcieGpuFacts, PcieGpuProfile]):
         return cmds
 
     def profile_of(self, profile: Profile) -> PcieGpuProfile:
-        return profile.typed(self.name, PcieGpuProfile.of)
+        return pcie_gpu_profile(profile)
 
     def facts(self, outcome: NodeOutcome, profile: PcieGpuProfile) -> PcieGpuFacts:
-        return read_facts(outcome, profile)
+        return build_facts(outcome, profile)
 
 
 STAGE = PcieGpuStage()

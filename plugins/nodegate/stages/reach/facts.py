@@ -64,7 +64,7 @@ def _version(reader: OutcomeReader, cmd_id: str, value: str | None) -> VersionFa
     return VersionFact(value, why, reader.absent(cmd_id), reader.evidence(cmd_id))
 
 
-def reach_facts(outcome: NodeOutcome, commands_total: int) -> ReachFacts:
+def build_facts(outcome: NodeOutcome, commands_total: int) -> ReachFacts:
     """The facts of one reachable node's outcome (`commands_total`: commands it was sent)."""
     r = OutcomeReader("reach", outcome)
     release = r.parse(OS_RELEASE, parse_os_release)

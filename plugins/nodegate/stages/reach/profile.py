@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from nodegate.core.thresholds import Threshold
 from nodegate.core.versions import VersionRule
+from nodegate.profiles import Profile
+
+SECTION = "reach"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +40,8 @@ class ReachProfile:
             ofed=VersionRule.of(section["ofed"]),
             uniform=frozenset(section["uniform"]),
         )
+
+
+def reach_profile(profile: Profile) -> ReachProfile:
+    """The typed `reach` section of a profile, built once per profile."""
+    return profile.typed(SECTION, partial(ReachProfile.of, name=profile.name))

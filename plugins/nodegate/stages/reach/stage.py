@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 from nodegate.core.values import CommandSpec, NodeOutcome, Verdict
 from nodegate.framework.stage import PassiveStage, unreachable_verdicts
 from nodegate.inventory import Node
@@ -15,9 +13,9 @@ from nodegate.stages.reach.facts import (
     OFED,
     OS_RELEASE,
     ReachFacts,
-    reach_facts,
+    build_facts,
 )
-from nodegate.stages.reach.profile import ReachProfile
+from nodegate.stages.reach.profile import ReachProfile, reach_profile
 
 CMD_TIMEOUT_S = 10.0
 
@@ -38,10 +36,10 @@ class ReachStage(PassiveStage[ReachFacts, ReachProfile]):
         return list(COMMANDS)
 
     def profile_of(self, profile: Profile) -> ReachProfile:
-        return profile.typed(self.name, partial(ReachProfile.of, name=profile.name))
+        return reach_profile(profile)
 
     def facts(self, outcome: NodeOutcome, profile: ReachProfile) -> ReachFacts:
-        return reach_facts(outcome, commands_total=len(COMMANDS))
+        return build_facts(outcome, commands_total=len(COMMANDS))
 
     def unreachable(self, outcome: NodeOutcome) -> list[Verdict]:
         """An unreachable node fails reach.ssh itself; the other reach checks are ERROR."""

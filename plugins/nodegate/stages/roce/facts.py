@@ -1,6 +1,6 @@
 """Facts of the `roce` stage for one node, read from its session through nodegate.parsers.
 
-Pure data plus the reader that fills it (`gather(outcome, profile)`); a fact that could not be
+Pure data plus the reader that fills it (`build_facts(outcome, profile)`); a fact that could not be
 read is None with its reason in `errors[command id]`, which checks turn into ERROR verdicts.
 """
 
@@ -115,7 +115,7 @@ def _files(f: OutcomeReader) -> Mapping[str, str] | None:
     return f.parse(FILES, parse_file_values)  # records why it is unusable
 
 
-def gather(out: NodeOutcome, prof: RoceProfile) -> RoceFacts:
+def build_facts(out: NodeOutcome, prof: RoceProfile) -> RoceFacts:
     """Parse one node's session into RoceFacts (failures recorded, never raised)."""
     f = OutcomeReader("roce", out)
     rails = {}

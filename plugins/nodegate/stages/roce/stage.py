@@ -10,11 +10,9 @@ RoCE rails: its nodes pass every check with that note and run nothing.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
-from dataclasses import replace
 
-from nodegate.core.values import CommandSpec, NodeOutcome, Status, Verdict
-from nodegate.framework.stage import PassiveStage, StageContext
+from nodegate.core.values import CommandSpec, NodeOutcome
+from nodegate.framework.stage import PassiveStage
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
 from nodegate.stages.roce.checks import CHECKS
@@ -32,13 +30,14 @@ from nodegate.stages.roce.commands import (
     kernel_files,
     rail_id,
 )
-from nodegate.stages.roce.facts import RoceFacts, gather
-from nodegate.stages.roce.profile import SECTION, RoceProfile, roce_profile
+from nodegate.stages.roce.facts import RoceFacts, build_facts
+from nodegate.stages.roce.profile import RoceProfile, roce_profile
 
 
 class RoceStage(PassiveStage[RoceFacts, RoceProfile]):
     name = "roce"
     checks = CHECKS
+    not_applicable = "RoCE rails"  # `roce: null`: an InfiniBand SKU, every check PASS
 
     def commands(self, node: Node, profile: Profile) -> list[CommandSpec]:
         t, q = CMD_TIMEOUT_S, shlex.quote
@@ -76,32 +75,7 @@ class RoceStage(PassiveStage[RoceFacts, RoceProfile]):
         return roce_profile(profile)
 
     def facts(self, outcome: NodeOutcome, profile: RoceProfile) -> RoceFacts:
-        return gather(outcome, profile)
-
-    async def run(self, ctx: StageContext) -> list[Verdict]:
-        """Nodes whose profile says `roce: null` pass with that note; the rest as any stage."""
-        without = [n for n in ctx.nodes if _no_roce(ctx.profiles[n.name])]
-        verdicts = [
-            Verdict(
-                c.id,
-                n.name,
-                Status.PASS,
-                "RoCE rails",
-                expected="not applicable",
-                message=f"profile {ctx.profiles[n.name].name} has no RoCE rails (roce: null)",
-            )
-            for n in without
-            for c in self.checks
-        ]
-        rest = [n for n in ctx.nodes if n not in without]
-        if rest:
-            verdicts += await super().run(replace(ctx, nodes=rest))
-        return verdicts
-
-
-def _no_roce(profile: Profile) -> bool:
-    data: Mapping[str, object] = profile.data
-    return SECTION in data and data[SECTION] is None
+        return build_facts(outcome, profile)
 
 
 STAGE = RoceStage()
