@@ -34,7 +34,7 @@ class IbPairsStage(ActiveStage[PairTest]):
     name = "ib_pairs"
     checks = CHECKS
     tool = "ib_write_bw"
-    cleanup_check = CLEANUP
+    cleanup_check = CLEANUP.id
 
     def plan(self, ctx: StageContext) -> tuple[list[Campaign[PairTest]], list[Verdict]]:
         verdicts: list[Verdict] = []

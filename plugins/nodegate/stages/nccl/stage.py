@@ -26,7 +26,7 @@ class NcclStage(ActiveStage[NcclJob]):
     name = "nccl"
     checks = CHECKS
     tool = "all_reduce_perf"
-    cleanup_check = CLEANUP
+    cleanup_check = CLEANUP.id
 
     def plan(self, ctx: StageContext) -> tuple[list[Campaign[NcclJob]], list[Verdict]]:
         verdicts: list[Verdict] = []
