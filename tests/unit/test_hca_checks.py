@@ -240,11 +240,14 @@ def _profiles(names: list[str]) -> dict[str, HcaProfile]:
     return {n: hca_profile(PROFILE) for n in names}
 
 
+UNIFORM = next(c for c in CHECKS if c.fn is firmware_uniform)
+
+
 def test_firmware_uniform_majority_histogram_and_tie() -> None:
     names = ["gpu001", "gpu002", "gpu003"]
     facts = {n: build_facts(outcome(n)) for n in names[:2]}
     facts["gpu003"] = build_facts(outcome("gpu003", (Fault("hca_old_firmware", "mlx5_1"),)))
-    verdicts = firmware_uniform(facts, _profiles(names))
+    verdicts = firmware_uniform(UNIFORM, facts, _profiles(names))
     bad = [v for v in verdicts if v.status is not Status.PASS]
     assert [(v.node, v.component) for v in bad] == [("gpu003", "mlx5_1 (rail 1)")]
     assert bad[0].message.endswith("fleet PSID MT_0000000838: 28.41.1000 x23, 28.37.1014 x1")
@@ -255,7 +258,9 @@ def test_firmware_uniform_majority_histogram_and_tie() -> None:
             outcome("gpu002", tuple(Fault("hca_old_firmware", f"mlx5_{i}") for i in range(8)))
         ),
     }
-    tie = [v for v in firmware_uniform(half, _profiles(list(half))) if "rail" in v.component]
+    tie = [
+        v for v in firmware_uniform(UNIFORM, half, _profiles(list(half))) if "rail" in v.component
+    ]
     assert all(v.status is Status.FAIL and "no fleet majority" in v.message for v in tie)
 
 

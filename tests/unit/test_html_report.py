@@ -24,6 +24,7 @@ def verdict(check: str, node: str, status: str, observed: Any = None, **kw: Any)
         "message": kw.get("message", f"{check} {status}"),
         "remediation": None,
         "evidence": kw.get("evidence", []),
+        **({"reference": kw["reference"]} if "reference" in kw else {}),
     }
 
 
@@ -57,6 +58,7 @@ def admission(nodes: dict[str, tuple[str, list[dict[str, Any]]]]) -> dict[str, A
 
 
 BW = "ib_pairs.rail.bandwidth"
+FLOOR = {"direction": "min", "value": 360, "unit": "Gb/s"}
 EVIDENCE = "raw/n3/ib_pairs.json#r1-rail3-n3-to-n1"
 
 
@@ -64,13 +66,10 @@ def run_dir(tmp_path: Path) -> Path:
     slow = verdict(
         BW, "n3", "fail", 231.6, component="mlx5_3 port 1 (rail 3)", expected=">= 360",
         unit="Gb/s", message="231.6 Gb/s \x1b]0;owned\x07 <b>", evidence=[EVIDENCE],
+        reference=FLOOR,
     )  # fmt: skip
-    good = [
-        verdict(
-            BW, n, "pass", 386.0, component="mlx5_3 port 1 (rail 3)", expected=">= 360", unit="Gb/s"
-        )  # fmt: skip
-        for n in ("n1", "n2", "n4")
-    ]
+    rail3 = {"component": "mlx5_3 port 1 (rail 3)", "expected": ">= 360", "unit": "Gb/s"}
+    good = [verdict(BW, n, "pass", 386.0, **rail3, reference=FLOOR) for n in ("n1", "n2", "n4")]
     (tmp_path / "verdicts.json").write_text(json.dumps({"verdicts": [*good, slow]}))
     doc = admission({"n1": ("r1", []), "n2": ("r1", []), "n3": ("r2", [slow]), "n4": ("r2", [])})
     (tmp_path / "admission.json").write_text(json.dumps(doc))
@@ -99,12 +98,23 @@ def test_page_has_the_decision_heatmap_plots_and_evidence(tmp_path):
     assert page.count('class="limit"') == 1
 
 
-def test_limits_are_read_from_expected():
-    assert [bound(x) for x in (">= 360", "<= 0", 16, "x16", "ok", None, True)] == [
+def test_limits_are_read_from_the_reference():
+    refs = [
+        FLOOR,
+        {"direction": "max", "value": 0, "unit": "errors"},
+        {"direction": "equal", "value": 16, "unit": "lanes"},
+        {"direction": "equal", "value": 0.5, "unit": None},
+        {"direction": "equal", "value": "NDR", "unit": None},
+        {"direction": "one_of", "value": ["PIX", "PXB"], "unit": None},
+        {"direction": "equal", "value": True, "unit": None},
+        None,
+    ]
+    assert [bound(r) for r in refs] == [
         (">=", 360.0),
         ("<=", 0.0),
         ("==", 16.0),
-        ("==", 16.0),
+        ("==", 0.5),
+        None,
         None,
         None,
         None,
@@ -113,7 +123,7 @@ def test_limits_are_read_from_expected():
 
 def test_histogram_marks_the_bars_beyond_the_floor():
     values = [386.0] * 30 + [231.6] + [float(x) for x in range(300, 330)]  # many distinct
-    p = histogram("bw", values, ">= 360", "Gb/s")
+    p = histogram("bw", values, FLOOR, "Gb/s")
     assert (p.n, p.low, p.high, p.limit, p.limit_label) == (61, 231.6, 386.0, 360.0, ">= 360")
     bad = {b.label for b in p.bars if b.bad and b.count}
     assert bad and all(float(label.split("–")[1]) <= 360 for label in bad)
@@ -135,4 +145,22 @@ def test_plots_split_bandwidth_by_rail_and_quantities_by_limit():
         "ib_pairs.rail.bandwidth rail 01",
         "hca.count (expected 1)",
         "hca.count (expected 8)",
+    ]
+
+
+def test_plots_come_in_the_order_their_checks_chart():
+    checks = ["gpu.count", "hca.port.rate", "gpu.ecc.uncorrectable", "hca.pcie.width"]
+    checks += ["pcie.gpu.gen", "pcie.gpu.width", "nccl.whole.busbw", "nccl.cleanup"]
+    vs = [verdict(c, "n1", "pass", 1) for c in checks]
+    vs.append(verdict(BW, "n1", "pass", 386.0, component="mlx5_0 port 1 (rail 0)"))
+    assert [p.title for p in plots(vs)] == [
+        "ib_pairs.rail.bandwidth rail 00",
+        "nccl.cleanup",
+        "nccl.whole.busbw",
+        "pcie.gpu.width",
+        "pcie.gpu.gen",
+        "hca.pcie.width",
+        "gpu.ecc.uncorrectable",
+        "hca.port.rate",
+        "gpu.count",
     ]

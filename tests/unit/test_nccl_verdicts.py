@@ -49,11 +49,11 @@ def only(nodes: list[str], bad: dict[str, Status]) -> dict[str, Status]:
 def test_one_slow_node_of_16_only_it_fails_the_whole_set():
     nodes = names(16)
     v = judged(play(nodes, bad_nodes(["gpu0007"])))
-    assert statuses(v[WHOLE]) == only(nodes, {"gpu0007": Status.FAIL})
-    assert statuses(v[LOCALIZED]) == only(nodes, {"gpu0007": Status.FAIL})
-    named = v[LOCALIZED]["gpu0007"]
+    assert statuses(v[WHOLE.id]) == only(nodes, {"gpu0007": Status.FAIL})
+    assert statuses(v[LOCALIZED.id]) == only(nodes, {"gpu0007": Status.FAIL})
+    named = v[LOCALIZED.id]["gpu0007"]
     assert (named.observed, named.expected) == (150.0, ">= 340")
-    bad = v[WHOLE]["gpu0007"]
+    bad = v[WHOLE.id]["gpu0007"]
     assert bad.observed == 150.0 and bad.message.startswith(
         "whole-16 (round 2): 150 GB/s, avg 150; localized: gpu0007; this node fails with good "
         "partners: pair-gpu0007-gpu0002 (round 4): 150 GB/s, avg 150; pair-gpu0007-gpu0001 "
@@ -64,7 +64,7 @@ def test_one_slow_node_of_16_only_it_fails_the_whole_set():
         "raw/gpu0007/nccl.json#r4-pair-gpu0007-gpu0002",
         "raw/gpu0007/nccl.json#r5-pair-gpu0007-gpu0001",
     )
-    good = v[WHOLE]["gpu0001"]
+    good = v[WHOLE.id]["gpu0001"]
     assert good.observed == 300.0 and good.expected == ">= 340"
     assert good.message.startswith(
         "whole-set job failed (whole-16 (round 2): 150 GB/s, avg 150); localized: gpu0007; "
@@ -81,19 +81,21 @@ def test_two_slow_nodes_of_64_only_they_fail():
     nodes = names(64)
     bad = {"gpu0013": Status.FAIL, "gpu0050": Status.FAIL}
     v = judged(play(nodes, bad_nodes(list(bad))))
-    assert statuses(v[WHOLE]) == only(nodes, bad)
-    assert statuses(v[LOCALIZED]) == only(nodes, bad)
-    assert "localized: gpu[0013,0050]; this node cleared by " in v[WHOLE]["gpu0001"].message
+    assert statuses(v[WHOLE.id]) == only(nodes, bad)
+    assert statuses(v[LOCALIZED.id]) == only(nodes, bad)
+    assert "localized: gpu[0013,0050]; this node cleared by " in v[WHOLE.id]["gpu0001"].message
 
 
 def test_a_hang_is_the_named_node_s_error_the_others_pass():
     nodes = names(8)
     v = judged(play(nodes, erring_nodes(["gpu0003"], HANG)))
-    assert statuses(v[WHOLE]) == only(nodes, {"gpu0003": Status.ERROR})
-    assert statuses(v[LOCALIZED]) == only(nodes, {"gpu0003": Status.ERROR})
-    assert v[WHOLE]["gpu0003"].observed is None and v[LOCALIZED]["gpu0003"].observed is None
-    assert v[WHOLE]["gpu0003"].message.startswith(f"whole-8 (round 2): {HANG}; localized: gpu0003")
-    assert v[WHOLE]["gpu0001"].message.startswith(
+    assert statuses(v[WHOLE.id]) == only(nodes, {"gpu0003": Status.ERROR})
+    assert statuses(v[LOCALIZED.id]) == only(nodes, {"gpu0003": Status.ERROR})
+    assert v[WHOLE.id]["gpu0003"].observed is None and v[LOCALIZED.id]["gpu0003"].observed is None
+    assert v[WHOLE.id]["gpu0003"].message.startswith(
+        f"whole-8 (round 2): {HANG}; localized: gpu0003"
+    )
+    assert v[WHOLE.id]["gpu0001"].message.startswith(
         f"whole-set job failed (whole-8 (round 2): {HANG}); localized: gpu0003; this node cleared "
         "by pair-gpu0001-gpu0002 (round 4): 300 GB/s"
     )
@@ -102,9 +104,9 @@ def test_a_hang_is_the_named_node_s_error_the_others_pass():
 def test_a_fault_that_needs_the_whole_set_fails_every_node():
     nodes = names(64)
     v = judged(play(nodes, needs_nodes(64)))
-    assert statuses(v[WHOLE]) == dict.fromkeys(nodes, Status.FAIL)
-    assert statuses(v[LOCALIZED]) == dict.fromkeys(nodes, Status.FAIL)
-    assert v[WHOLE]["gpu0001"].message.startswith(
+    assert statuses(v[WHOLE.id]) == dict.fromkeys(nodes, Status.FAIL)
+    assert statuses(v[LOCALIZED.id]) == dict.fromkeys(nodes, Status.FAIL)
+    assert v[WHOLE.id]["gpu0001"].message.startswith(
         "whole-64 (round 2): 150 GB/s, avg 150; the fault needs a group of 64 nodes, no single "
         "node to blame (smallest failing: gpu[0001-0064]) [all_reduce_perf "
     )
@@ -118,15 +120,15 @@ def test_a_fault_no_node_explains_clears_no_node():
     group = played.localizer.loc.smallest_failing()
     assert group is not None and len(group) == 32
     v = judged(played)
-    assert statuses(v[WHOLE]) == dict.fromkeys(nodes, Status.FAIL)
-    assert statuses(v[LOCALIZED]) == dict.fromkeys(nodes, Status.FAIL)
+    assert statuses(v[WHOLE.id]) == dict.fromkeys(nodes, Status.FAIL)
+    assert statuses(v[LOCALIZED.id]) == dict.fromkeys(nodes, Status.FAIL)
     assert "the fault needs a group of 32 nodes, no single node to blame" in (
-        v[WHOLE]["gpu0001"].message
+        v[WHOLE.id]["gpu0001"].message
     )
 
 
 def test_a_node_bad_alone_skips_the_whole_set():
     nodes = names(8)
     v = judged(play(nodes, bad_nodes([], single_bad=["gpu0004"])))
-    assert statuses(v[WHOLE]) == only(nodes, {"gpu0004": Status.SKIP})
-    assert v[WHOLE]["gpu0004"].message == "not in the whole-set job: its single-node job failed"
+    assert statuses(v[WHOLE.id]) == only(nodes, {"gpu0004": Status.SKIP})
+    assert v[WHOLE.id]["gpu0004"].message == "not in the whole-set job: its single-node job failed"

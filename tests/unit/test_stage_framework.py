@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from nodegate.core.checks import Check, CheckTable
+from nodegate.core.checks import AnyCheck, Check, CheckTable
 from nodegate.core.errors import ConfigError
 from nodegate.core.majority import Majority
 from nodegate.core.thresholds import Threshold
@@ -66,8 +66,8 @@ def test_majority_one_tie_rule_and_order() -> None:
 
 
 # -- check tables ------------------------------------------------------------------------
-def _ok(facts: int, prof: object) -> list[Verdict]:
-    return [Verdict("toy.a", "n1", Status.PASS)] if facts else []
+def _ok(check: AnyCheck, facts: int, prof: object) -> list[Verdict]:
+    return [Verdict(check.id, "n1", Status.PASS)] if facts else []
 
 
 def test_check_table_fails_closed_and_rejects_duplicates() -> None:

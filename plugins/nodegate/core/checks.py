@@ -1,5 +1,7 @@
-"""Checks: a stage's one table of what it judges. A check id is registered here and nowhere
-else; the suite items (`suites/test_<stage>.py`) are derived from the tables.
+"""Checks: a stage's one table of what it judges. A check id is written once, in its stage's
+table; a check's function receives its `Check` and builds its verdicts from it
+(`nodegate.core.verdicts`), and the suite items (`suites/test_<stage>.py`) are derived from the
+tables.
 """
 
 from __future__ import annotations
@@ -17,13 +19,23 @@ Scope = Literal["node", "fleet", "pipeline"]
 
 
 @dataclass(frozen=True, slots=True)
+class Chart:
+    """How report.html draws a check's numbers: `order` among the distributions shown first,
+    `by_rail`: one distribution per rail (the rail named in the component, `(rail 3)`)."""
+
+    order: int
+    by_rail: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Check(Generic[F, P]):
     """One check: stable dotted id (API for waivers and history), its pytest test name, what it
     judges, and the function that judges it.
 
-    scope `node`: `fn(facts, profile) -> verdicts` for one node; `fleet`:
-    `fn({node: facts}, {node: profile}) -> verdicts` across the stage's nodes (uniformity);
-    `pipeline`: judged by an active stage's own phases (fn is None).
+    scope `node`: `fn(check, facts, profile) -> verdicts` for one node; `fleet`:
+    `fn(check, {node: facts}, {node: profile}) -> verdicts` across the stage's nodes
+    (uniformity); `pipeline`: judged by an active stage's own phases (fn is None). The function
+    gets its Check so that it never writes its id again.
     """
 
     id: str
@@ -32,6 +44,10 @@ class Check(Generic[F, P]):
     component_kind: str  # what a verdict's component names: "GPU", "HCA port", "node", ...
     test: str  # pytest function name; item ids `suites/test_<stage>.py::<test>[<node>]`
     scope: Scope = "node"
+    chart: Chart | None = None  # drawn among the report's first distributions; None: after
+
+
+AnyCheck = Check[Any, Any]
 
 
 class CheckTable(Generic[F, P]):
@@ -65,7 +81,7 @@ class CheckTable(Generic[F, P]):
         out: list[Verdict] = []
         for c in self.checks:
             if c.scope == "node" and c.fn is not None:
-                out += _guarded(c, [node], c.fn(facts, profile))
+                out += _guarded(c, [node], c.fn(c, facts, profile))
         return out
 
     def judge_fleet(self, facts: dict[str, F], profiles: dict[str, P]) -> list[Verdict]:
@@ -73,7 +89,7 @@ class CheckTable(Generic[F, P]):
         out: list[Verdict] = []
         for c in self.checks:
             if c.scope == "fleet" and c.fn is not None:
-                out += _guarded(c, list(facts), c.fn(facts, profiles))
+                out += _guarded(c, list(facts), c.fn(c, facts, profiles))
         return out
 
     def all_error(self, node: str, component: str, message: str) -> list[Verdict]:
@@ -81,7 +97,7 @@ class CheckTable(Generic[F, P]):
         return [Verdict(c.id, node, Status.ERROR, component, message=message) for c in self.checks]
 
 
-def _guarded(check: Check[Any, Any], nodes: list[str], got: list[Verdict]) -> list[Verdict]:
+def _guarded(check: AnyCheck, nodes: list[str], got: list[Verdict]) -> list[Verdict]:
     """Fail closed: every node the check was asked about gets at least one verdict."""
     said = {v.node for v in got}
     return got + [

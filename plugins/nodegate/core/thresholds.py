@@ -76,6 +76,20 @@ class Threshold:
         """`expected()` with the unit: `>= 360 Gb/s`."""
         return self.expected() + (f" {self.unit}" if self.unit else "")
 
+    def to_json(self) -> dict[str, Any]:
+        """`{"direction": "min", "value": 360, "unit": "Gb/s"}` (a one_of value as a list)."""
+        value = list(self.value) if self.direction == "one_of" else self.value
+        return {"direction": self.direction, "value": value, "unit": self.unit}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Threshold:
+        """The inverse of `to_json`."""
+        direction = d["direction"]
+        if direction not in DIRECTIONS:
+            raise ValueError(f"threshold direction {direction!r}: not one of {DIRECTIONS}")
+        value = d["value"]
+        return cls(direction, tuple(value) if direction == "one_of" else value, d.get("unit"))
+
 
 def _fmt(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)

@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodegate.core.thresholds import Threshold
+
 
 class Status(str, enum.Enum):
     """Verdict status. Only PASS admits; everything else fails closed."""
@@ -91,8 +93,13 @@ class Verdict:
     evidence: tuple[str, ...] = ()
     # What the operator must do (`nodegate.admission.remediation.CLASSES`); None on a pass.
     remediation_class: str | None = None
+    # The threshold `observed` was judged against, as data (`expected` is its display text);
+    # None when no single threshold judged it.
+    reference: Threshold | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The verdict as JSON; `reference` only when set (older verdicts read the same)."""
+        ref = {} if self.reference is None else {"reference": self.reference.to_json()}
         return {
             "check": self.check,
             "node": self.node,
@@ -105,6 +112,7 @@ class Verdict:
             "remediation": self.remediation,
             "remediation_class": self.remediation_class,
             "evidence": list(self.evidence),
+            **ref,
         }
 
     @classmethod
@@ -121,4 +129,5 @@ class Verdict:
             remediation=d.get("remediation"),
             evidence=tuple(d.get("evidence", ())),
             remediation_class=d.get("remediation_class"),
+            reference=None if d.get("reference") is None else Threshold.from_json(d["reference"]),
         )

@@ -1,17 +1,20 @@
 """One verdict builder for every stage: PASS/FAIL from a boolean or a threshold, ERROR when a
-fact could not be read. The remediation rides only on failures.
+fact could not be read. The remediation rides only on failures; a verdict judged against a
+threshold carries it as data (`reference`). Each builder takes the Check it judges for, never
+its id as text.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from nodegate.core.checks import AnyCheck
 from nodegate.core.thresholds import Threshold
 from nodegate.core.values import Status, Verdict
 
 
 def judged(
-    check: str,
+    check: AnyCheck,
     node: str,
     ok: bool,
     component: str,
@@ -23,11 +26,13 @@ def judged(
     remediation: str | None = None,
     evidence: tuple[str, ...] = (),
     remediation_class: str | None = None,
+    reference: Threshold | None = None,
 ) -> Verdict:
     """PASS when `ok`, else FAIL with `remediation` (and `remediation_class`, when the check
-    knows it better than the profile's per-check table: `nodegate.admission.remediation`)."""
+    knows it better than the profile's per-check table: `nodegate.admission.remediation`);
+    `reference`: the threshold `ok` came from, when one did."""
     return Verdict(
-        check,
+        check.id,
         node,
         Status.PASS if ok else Status.FAIL,
         component,
@@ -38,11 +43,12 @@ def judged(
         remediation=None if ok else remediation,
         evidence=evidence,
         remediation_class=None if ok else remediation_class,
+        reference=reference,
     )
 
 
 def against(
-    check: str,
+    check: AnyCheck,
     node: str,
     component: str,
     observed: Any,
@@ -52,7 +58,7 @@ def against(
     remediation: str | None = None,
     evidence: tuple[str, ...] = (),
 ) -> Verdict:
-    """Judge `observed` against a profile threshold; expected and unit come from it."""
+    """Judge `observed` against a profile threshold; expected, unit and reference come from it."""
     return judged(
         check,
         node,
@@ -64,11 +70,12 @@ def against(
         unit=threshold.unit,
         remediation=remediation,
         evidence=evidence,
+        reference=threshold,
     )
 
 
 def error(
-    check: str,
+    check: AnyCheck,
     node: str,
     component: str,
     message: str,
@@ -79,6 +86,6 @@ def error(
 ) -> Verdict:
     """Could not judge (tool failed, output not understood): never a pass."""
     return Verdict(
-        check, node, Status.ERROR, component, None, expected, unit=unit, message=message,
+        check.id, node, Status.ERROR, component, None, expected, unit=unit, message=message,
         evidence=evidence,
     )  # fmt: skip

@@ -19,6 +19,7 @@ from nodegate.core.values import Status, Verdict
 from nodegate.framework.stage import Stage, StageContext, StageOptions
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
+from nodegate.stages.reach import SESSION_CHECK
 from nodegate.stages.registry import STAGES
 from nodegate.transport.base import Transport
 
@@ -167,7 +168,7 @@ class Engine:
 
 def _unreachable(result: RunResult, node: str) -> str | None:
     """A node whose SSH check failed is out of every later stage."""
-    for v in result.for_item("reach.ssh", node):
+    for v in result.for_item(SESSION_CHECK.id, node):
         if v.status is not Status.PASS:
             return f"node not reachable ({v.observed})"
     return None

@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nodegate.core.thresholds import Threshold
 from nodegate.core.values import NodeOutcome, Reach, Status, Verdict
 from nodegate.framework.active.ledger import STRAY_CMD_ID, stray_lines
 from nodegate.framework.active.rounds import Outcome
+
+NONE_LEFT = Threshold("equal", 0)  # the cleanup check: processes left on the node
 
 
 def failure_status(outcomes: Sequence[Outcome[Any]]) -> Status:
@@ -59,10 +62,21 @@ def cleanup_verdicts(
                     message="still running: " + "; ".join(left),
                     remediation="kill the listed processes",
                     evidence=ev,
+                    reference=NONE_LEFT,
                 )  # fmt: skip
             )
         else:
             out.append(
-                Verdict(check, n, Status.PASS, tool, 0, 0, message=f"no {tool} left", evidence=ev)
+                Verdict(
+                    check,
+                    n,
+                    Status.PASS,
+                    tool,
+                    0,
+                    0,
+                    message=f"no {tool} left",
+                    evidence=ev,
+                    reference=NONE_LEFT,
+                )  # fmt: skip
             )
     return out

@@ -1,6 +1,7 @@
 """Distributions for report.html, as geometry the template draws as inline SVG: one histogram
 per measured quantity (ib_write_bw per rail, NCCL busbw, PCIe, ECC, ...), with the profile's
-floor or ceiling drawn where the verdicts state one (`expected: ">= 360"`)."""
+floor or ceiling drawn where the verdicts carry one (`reference: {direction: min, value: 360}`).
+Which checks come first, and which are split by rail, their checks say (`Check.chart`)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nodegate.core.checks import Chart, Check
+from nodegate.stages.registry import checks_by_id
+
 WIDTH, HEIGHT, PAD = 320, 120, 24
 MAX_BINS = 24
 MAX_PLOTS = 24
-# Shown first, in this order; any other check with numeric observations follows.
-FIRST: tuple[str, ...] = ("ib_pairs.rail.bandwidth", "nccl.", "pcie.gpu.width", "pcie.gpu.gen")
-FIRST += ("hca.pcie.width", "gpu.ecc.uncorrectable", "hca.port.rate")
-_BOUND = re.compile(r"^\s*(>=|<=|>|<|==)?\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*$")
+_OPS = {"min": ">=", "max": "<=", "equal": "=="}  # a reference's direction as the limit drawn
 _RAIL = re.compile(r"\(rail (\d+)\)")
 _NUMERIC_TEXT = re.compile(r"^x(\d+)$")  # "x16": a width written as text
 
@@ -65,25 +66,41 @@ def number(value: Any) -> float | None:
     return float(m[1]) if m else None
 
 
-def bound(expected: Any) -> tuple[str, float] | None:
-    """`">= 360"` -> ('>=', 360.0); a plain number is an equality; None when not a bound."""
-    if isinstance(expected, bool) or expected is None:
+def bound(reference: Mapping[str, Any] | None) -> tuple[str, float] | None:
+    """A verdict's reference as the limit drawn: `{direction: min, value: 360}` -> ('>=',
+    360.0); None without a reference or when it is not a number (`one_of`, `equal: NDR`)."""
+    if reference is None or reference.get("direction") not in _OPS:
         return None
-    if isinstance(expected, int | float):
-        return "==", float(expected)
-    text = str(expected)
-    m = _NUMERIC_TEXT.match(text)
-    if m:
-        return "==", float(m[1])
-    m = _BOUND.match(text)
-    if not m:
+    value = reference.get("value")
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return m[1] or "==", float(m[2])
+    return _OPS[reference["direction"]], float(value)
 
 
-def series(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[float], Any, str]]:
-    """Quantity name -> (values, expected, unit): one per check, ib_write_bw split by rail."""
-    out: dict[str, tuple[list[float], Any, str]] = {}
+def _charts() -> dict[str, Chart]:
+    """Check id -> how the report charts it, for the checks that say."""
+    return {
+        cid: c.chart
+        for cid, (_stage, c) in checks_by_id().items()
+        if isinstance(c, Check) and c.chart is not None
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One quantity's numbers: the check they come from, its reference and unit."""
+
+    check: str
+    values: list[float]
+    reference: Mapping[str, Any] | None
+    unit: str
+
+
+def series(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, Series]:
+    """Quantity name -> its series: one per check (and limit), split by rail where the check's
+    chart says so."""
+    charts = _charts()
+    out: dict[str, Series] = {}
     measured = [
         (v, x)
         for v in verdicts
@@ -93,38 +110,40 @@ def series(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[float]
     for v, _ in measured:
         limits.setdefault(v["check"], set()).add(str(v["expected"]))
     for v, x in measured:
-        name = v["check"]
+        name = check = v["check"]
+        chart = charts.get(check)
         rail = _RAIL.search(v.get("component") or "")
-        if name == "ib_pairs.rail.bandwidth" and rail:
+        if chart is not None and chart.by_rail and rail:
             name = f"{name} rail {int(rail[1]):02d}"
-        if len(limits[v["check"]]) > 1:  # one quantity per limit (hca.count: 8 IB, 1 storage)
+        if len(limits[check]) > 1:  # one quantity per limit (hca.count: 8 IB, 1 storage)
             name = f"{name} (expected {v['expected']})"
-        values, _, _ = out.setdefault(name, ([], v["expected"], v.get("unit") or ""))
-        values.append(x)
+        unit = v.get("unit") or ""
+        out.setdefault(name, Series(check, [], v.get("reference"), unit)).values.append(x)
     return out
 
 
-def _priority(name: str) -> tuple[int, str]:
-    for i, prefix in enumerate(FIRST):
-        if name.startswith(prefix):
-            return i, name
-    return len(FIRST), name
-
-
 def plots(verdicts: Sequence[Mapping[str, Any]]) -> list[Plot]:
-    """The report's histograms, the known quantities first, at most MAX_PLOTS."""
-    found = series(verdicts)
-    names = sorted(found, key=_priority)[:MAX_PLOTS]
-    return [histogram(n, *found[n]) for n in names]
+    """The report's histograms, the checks with a chart first (in its order), the others after
+    by name, at most MAX_PLOTS."""
+    found, charts = series(verdicts), _charts()
+
+    def priority(name: str) -> tuple[float, str]:
+        chart = charts.get(found[name].check)
+        return (chart.order if chart is not None else float("inf")), name
+
+    names = sorted(found, key=priority)[:MAX_PLOTS]
+    return [histogram(n, found[n].values, found[n].reference, found[n].unit) for n in names]
 
 
 def _fmt(x: float) -> str:
     return f"{x:.0f}" if x == int(x) and abs(x) < 1e9 else f"{x:.3g}"
 
 
-def histogram(title: str, values: list[float], expected: Any, unit: str) -> Plot:
+def histogram(
+    title: str, values: list[float], reference: Mapping[str, Any] | None, unit: str
+) -> Plot:
     """Bars over the value axis (one per distinct value when few), with the limit's line."""
-    lim = bound(expected)
+    lim = bound(reference)
     limit = lim[1] if lim else None
     lo, hi = min(values), max(values)
     if limit is not None:

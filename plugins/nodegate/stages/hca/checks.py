@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from nodegate.core.checks import Check, CheckTable
+from nodegate.core.checks import AnyCheck, Chart, Check, CheckTable
 from nodegate.core.majority import Majority
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error, judged
@@ -20,9 +20,8 @@ from nodegate.stages.hca.profile import HcaProfile
 _WAYS = {"peermem": "nvidia_peermem loaded", "dmabuf": "DMA-BUF support"}
 
 
-def gpudirect(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def gpudirect(c: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.gpudirect: nvidia_peermem loaded, or DMA-BUF possible (open module, kernel)."""
-    c = "hca.gpudirect"
     rule = prof.gpudirect
     ev = f.ev(PEERMEM, DRIVER, KERNEL)
     ways = []
@@ -62,9 +61,8 @@ def gpudirect(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     ]
 
 
-def affinity(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def affinity(c: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.rail.affinity: rail HCA i shares a PCIe switch with its GPU and sits on its NUMA node."""
-    c = "hca.rail.affinity"
     ev = f.ev(TOPO, SYSFS)
     if f.topo is None:
         return [error(c, f.node, "topology", f.errors.get(TOPO, "no topo -m"), evidence=ev)]
@@ -108,11 +106,10 @@ def affinity(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
 
 
 def firmware_uniform(
-    facts: Mapping[str, HcaFacts], profiles: Mapping[str, HcaProfile]
+    c: AnyCheck, facts: Mapping[str, HcaFacts], profiles: Mapping[str, HcaProfile]
 ) -> list[Verdict]:
     """hca.firmware.uniform: each HCA's firmware = the majority of its PSID in the fleet
     (same profile); the message carries the fleet's histogram."""
-    c = "hca.firmware.uniform"
     mine = {n: placements(f, profiles[n]) for n, f in facts.items()}
     seen: dict[tuple[str, str], list[str]] = {}
     for n, ps in mine.items():
@@ -136,7 +133,7 @@ def firmware_uniform(
 
 
 def _uniform(
-    c: str,
+    c: AnyCheck,
     node: str,
     p: Placement,
     profile: str,
@@ -183,13 +180,13 @@ CHECKS: CheckTable[HcaFacts, HcaProfile] = CheckTable(
         Check("hca.port.speed", "every rail port runs the profile's link speed (NDR)",
               ports.port_speed, "HCA port", "test_hca_port_speed"),
         Check("hca.port.rate", "every rail port runs the profile's link rate (400 Gb/s)",
-              ports.port_rate, "HCA port", "test_hca_port_rate"),
+              ports.port_rate, "HCA port", "test_hca_port_rate", chart=Chart(6)),
         Check("hca.port.link_layer", "every rail port has the profile's link layer "
               "(InfiniBand/Ethernet)", ports.link_layer, "HCA port", "test_hca_port_link_layer"),
         Check("hca.pcie.gen", "each HCA's PCIe link runs its role's generation", parts.pcie_gen,
               "HCA", "test_hca_pcie_gen"),
         Check("hca.pcie.width", "each HCA's PCIe link runs its role's width", parts.pcie_width,
-              "HCA", "test_hca_pcie_width"),
+              "HCA", "test_hca_pcie_width", chart=Chart(4)),
         Check("hca.counters.errors", "no error counter of a rail port rises over the profile's "
               "window", ports.counters, "HCA port", "test_hca_error_counters"),
         Check("hca.link.ber", "mlxlink effective/raw BER and transceiver fault flags of each "

@@ -1,9 +1,11 @@
 """Checks of the `hca` stage on HCAs as parts: count, model, firmware, PCIe link.
-Pure (HcaFacts, HcaProfile) -> verdicts; what a check cannot judge is an ERROR.
+Pure (check, HcaFacts, HcaProfile) -> verdicts; what a check cannot judge is an ERROR.
 """
 
 from __future__ import annotations
 
+from nodegate.core.checks import AnyCheck
+from nodegate.core.thresholds import Threshold
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error, judged
 from nodegate.stages.hca.commands import NO_DEVICES, PCI, SYSFS
@@ -12,13 +14,17 @@ from nodegate.stages.hca.placement import no_sysfs, pci_id, placements, rail_lab
 from nodegate.stages.hca.profile import COMPUTE, HcaProfile, PcieRule, show_expected
 
 
-def count(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def count(c: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.count: every rail HCA present; each other role has its count."""
-    c = "hca.count"
     if f.sysfs is None and f.errors.get(SYSFS, "").startswith(NO_DEVICES):
         want = len(prof.rails)
         msg, fix = f.errors[SYSFS], "check that the HCAs are seated and mlx5_core is loaded"
-        return [judged(c, f.node, False, "compute rails", 0, want, msg, remediation=fix)]
+        rails = Threshold("equal", want)
+        return [
+            judged(
+                c, f.node, False, "compute rails", 0, want, msg, remediation=fix, reference=rails
+            )
+        ]
     if f.sysfs is None:
         return no_sysfs(c, f)
     ev = f.ev(SYSFS)
@@ -38,6 +44,7 @@ def count(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
             len(prof.rails),
             msg,
             unit="HCAs",
+            reference=Threshold("equal", len(prof.rails), "HCAs"),
             remediation="reseat or replace the missing HCA; check it in `lspci` and `dmesg`",
             evidence=ev,
         )
@@ -49,7 +56,8 @@ def count(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     for role in prof.others:
         got = by_role.get(role.name, [])
         names = ", ".join(got) if got else "none"
-        want = role.count.expected()
+        want, bounds = role.count.expected(), role.count.bounds
+        ref = bounds[0] if len(bounds) == 1 else None  # a range is no one threshold
         out.append(
             judged(
                 c,
@@ -60,6 +68,7 @@ def count(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
                 want,
                 f"{len(got)} {role.name} HCAs ({names}), expected {want}",
                 unit=role.count.unit,
+                reference=ref,
                 remediation=f"install or reseat the {role.name} HCAs the profile lists",
                 evidence=ev,
             )
@@ -67,9 +76,8 @@ def count(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     return out
 
 
-def model(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def model(c: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.model: each HCA's PCI id and PSID belong to its role."""
-    c = "hca.model"
     if f.sysfs is None:
         return no_sysfs(c, f)
     ev = f.ev(SYSFS)
@@ -114,9 +122,8 @@ def model(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     return out or [error(c, f.node, "hca", "no RDMA device found", evidence=ev)]
 
 
-def firmware(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def firmware(c: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.firmware.version: each HCA's firmware against the rule for its PSID."""
-    c = "hca.firmware.version"
     if f.sysfs is None:
         return no_sysfs(c, f)
     ev = f.ev(SYSFS)
@@ -146,20 +153,19 @@ def firmware(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     return out or [error(c, f.node, "hca", "no RDMA device found", evidence=ev)]
 
 
-def pcie_gen(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def pcie_gen(check: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.pcie.gen: the HCA's current PCIe generation against its role."""
-    return _pcie("hca.pcie.gen", f, prof)
+    return _pcie(check, f, prof, gen=True)
 
 
-def pcie_width(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def pcie_width(check: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.pcie.width: the HCA's current PCIe width against its role."""
-    return _pcie("hca.pcie.width", f, prof)
+    return _pcie(check, f, prof, gen=False)
 
 
-def _pcie(check: str, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def _pcie(check: AnyCheck, f: HcaFacts, prof: HcaProfile, *, gen: bool) -> list[Verdict]:
     if f.sysfs is None:
         return no_sysfs(check, f)
-    gen = check == "hca.pcie.gen"
     out = []
     for p in placements(f, prof):
         role = prof.role(p.role)
@@ -178,15 +184,21 @@ def _pcie(check: str, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
             )
             out.append(error(check, f.node, p.label, why, evidence=f.ev(SYSFS)))
             continue
-        out.append(_pcie_verdict(check, f, p.label, p.device.name, role.pcie, cur, cap))
+        out.append(_pcie_verdict(check, f, p.label, p.device.name, role.pcie, cur, cap, gen))
     return out or [error(check, f.node, "hca", "no HCA with a role to judge", evidence=f.ev(SYSFS))]
 
 
 def _pcie_verdict(
-    check: str, f: HcaFacts, label: str, dev: str, rule: PcieRule, cur: int, cap: int | None
+    check: AnyCheck,
+    f: HcaFacts,
+    label: str,
+    dev: str,
+    rule: PcieRule,
+    cur: int,
+    cap: int | None,
+    gen: bool,
 ) -> Verdict:
     """`mlx5_2 PCIe x8 (capable x16), expected x16`."""
-    gen = check == "hca.pcie.gen"
     t = rule.gen if gen else rule.width_lanes
     prefix = "Gen" if gen else "x"
     got, want = f"{prefix}{cur}", show_expected(t, lambda v: f"{prefix}{v}")
@@ -201,6 +213,7 @@ def _pcie_verdict(
         want,
         f"{dev} PCIe {got} (capable {capable})" + ("" if ok else f", expected {want}"),
         unit=t.unit,
+        reference=t,
         remediation="reseat the HCA or its riser; check the slot and BIOS PCIe settings",
         evidence=f.ev(SYSFS),
     )

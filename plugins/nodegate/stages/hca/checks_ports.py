@@ -1,9 +1,12 @@
 """Checks of the `hca` stage on rail ports: state, width, speed, rate, link layer, error
-counter deltas, and mlxlink BER and module flags. Pure (HcaFacts, HcaProfile) -> verdicts.
+counter deltas, and mlxlink BER and module flags. Pure (check, HcaFacts, HcaProfile) -> verdicts.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
+from nodegate.core.checks import AnyCheck
 from nodegate.core.thresholds import Threshold
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error, judged
@@ -17,7 +20,9 @@ from nodegate.stages.hca.profile import CounterRule, HcaProfile, LinkHealthRule,
 RailPort = tuple[Rail, str, IbSysfsPort]
 
 
-def _rail_ports(check: str, f: HcaFacts, prof: HcaProfile) -> tuple[list[RailPort], list[Verdict]]:
+def _rail_ports(
+    check: AnyCheck, f: HcaFacts, prof: HcaProfile
+) -> tuple[list[RailPort], list[Verdict]]:
     """(rail, device, port) of every present rail port; ERROR verdicts for absent rails."""
     found: list[RailPort] = []
     errs = []
@@ -31,9 +36,8 @@ def _rail_ports(check: str, f: HcaFacts, prof: HcaProfile) -> tuple[list[RailPor
     return found, errs
 
 
-def port_state(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def port_state(c: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.port.state: every rail port ACTIVE and LinkUp."""
-    c = "hca.port.state"
     if f.sysfs is None:
         return no_sysfs(c, f)
     want = prof.compute.port
@@ -58,27 +62,28 @@ def port_state(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     return out
 
 
-def port_width(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def port_width(check: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.port.width: the link width of every rail port (`4X`)."""
-    return _port_link("hca.port.width", f, prof)
+    return _port_link(check, f, prof, "width")
 
 
-def port_speed(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def port_speed(check: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.port.speed: the link speed of every rail port (`NDR`)."""
-    return _port_link("hca.port.speed", f, prof)
+    return _port_link(check, f, prof, "speed")
 
 
-def port_rate(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def port_rate(check: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.port.rate: the link rate of every rail port (400 Gb/s)."""
-    return _port_link("hca.port.rate", f, prof)
+    return _port_link(check, f, prof, "rate")
 
 
-def _port_link(check: str, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def _port_link(
+    check: AnyCheck, f: HcaFacts, prof: HcaProfile, what: Literal["width", "speed", "rate"]
+) -> list[Verdict]:
     """Width, speed and rate are each judged on their own from the sysfs rate string."""
     if f.sysfs is None:
         return no_sysfs(check, f)
     rule = prof.compute.port
-    what = check.rsplit(".", 1)[1]
     want = {"width": rule.width_lanes, "speed": rule.speed, "rate": rule.rate_gbps}[what]
     ports, out = _rail_ports(check, f, prof)
     for r, dev, p in ports:
@@ -109,6 +114,7 @@ def _port_link(check: str, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
                 f"{dev} port {p.port} {what} {shown} ({p.rate.raw})"
                 + ("" if ok else f", expected {exp}"),
                 unit=want.unit,
+                reference=want,
                 remediation="check the cable and transceiver, reseat; compare with the switch port",
                 evidence=f.ev(SYSFS),
             )
@@ -116,9 +122,8 @@ def _port_link(check: str, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     return out
 
 
-def link_layer(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def link_layer(c: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.port.link_layer: InfiniBand vs Ethernet per rail, as the profile says."""
-    c = "hca.port.link_layer"
     if f.sysfs is None:
         return no_sysfs(c, f)
     want = prof.compute.link_layer
@@ -138,14 +143,14 @@ def link_layer(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
                 + ("" if ok else f", expected {exp}"),
                 remediation="set LINK_TYPE with mlxconfig and reboot (or fix the rail map)",
                 evidence=f.ev(SYSFS),
+                reference=want,
             )
         )
     return out
 
 
-def counters(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def counters(c: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.counters.errors: error counters read twice, judged on deltas; absolute = warning."""
-    c = "hca.counters.errors"
     if f.sysfs is None:
         return no_sysfs(c, f)
     ports, out = _rail_ports(c, f, prof)
@@ -164,7 +169,7 @@ def counters(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
 
 
 def _port_counters(
-    c: str,
+    c: AnyCheck,
     f: HcaFacts,
     lbl: str,
     dev: str,
@@ -224,9 +229,8 @@ def _raised(values: tuple[str, ...]) -> list[int]:
     return [i for i, v in enumerate(values) if v not in ("0", "N/A", "")]
 
 
-def link_health(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
+def link_health(c: AnyCheck, f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
     """hca.link.ber: mlxlink effective and raw BER and transceiver fault flags, per rail port."""
-    c = "hca.link.ber"
     rule = prof.link_health
     if rule is None:
         return [
@@ -264,7 +268,7 @@ def link_health(f: HcaFacts, prof: HcaProfile) -> list[Verdict]:
 
 
 def _ber_verdict(
-    c: str,
+    c: AnyCheck,
     f: HcaFacts,
     lbl: str,
     dev: str,

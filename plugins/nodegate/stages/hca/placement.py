@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nodegate.core.checks import AnyCheck
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error
 from nodegate.parsers.ib_sysfs import IbSysfsDevice
@@ -65,7 +66,7 @@ def placements(f: HcaFacts, prof: HcaProfile) -> list[Placement]:
     return out
 
 
-def no_sysfs(check: str, f: HcaFacts) -> list[Verdict]:
+def no_sysfs(check: AnyCheck, f: HcaFacts) -> list[Verdict]:
     """ERROR: the sysfs listing, which every HCA check reads, is not there."""
     why = f.errors.get(SYSFS, "no /sys/class/infiniband listing")
     return [error(check, f.node, "hca", why, evidence=f.ev(SYSFS))]

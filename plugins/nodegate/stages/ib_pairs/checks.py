@@ -5,36 +5,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from nodegate.core.checks import Check, CheckTable
+from nodegate.core.checks import Chart, Check, CheckTable
 from nodegate.core.values import Status, Verdict
 from nodegate.framework.active.judge import failure_status
 from nodegate.stages.ib_pairs.plan import Localization, PairResult
 from nodegate.stages.ib_pairs.profile import IbPairsProfile, Rail
 
-RAIL_BANDWIDTH = "ib_pairs.rail.bandwidth"
-CLEANUP = "ib_pairs.cleanup"
-
-CHECKS: CheckTable[None, IbPairsProfile] = CheckTable(
-    "ib_pairs",
-    [
-        Check(
-            RAIL_BANDWIDTH,
-            "the rail reaches the profile's floor with a good partner.",
-            None,
-            "HCA port",
-            "test_rail_bandwidth",
-            "pipeline",
-        ),
-        Check(
-            CLEANUP,
-            "no ib_write_bw process is left on the node after the stage.",
-            None,
-            "process",
-            "test_no_stray_perftest",
-            "pipeline",
-        ),
-    ],
+RAIL_BANDWIDTH: Check[None, IbPairsProfile] = Check(
+    "ib_pairs.rail.bandwidth",
+    "the rail reaches the profile's floor with a good partner.",
+    None,
+    "HCA port",
+    "test_rail_bandwidth",
+    "pipeline",
+    chart=Chart(0, by_rail=True),
 )
+CLEANUP: Check[None, IbPairsProfile] = Check(
+    "ib_pairs.cleanup",
+    "no ib_write_bw process is left on the node after the stage.",
+    None,
+    "process",
+    "test_no_stray_perftest",
+    "pipeline",
+)
+
+CHECKS: CheckTable[None, IbPairsProfile] = CheckTable("ib_pairs", [RAIL_BANDWIDTH, CLEANUP])
 
 Refs = Callable[[PairResult, str], tuple[str, ...]]
 SuspectPath = tuple[str, str, int]  # (leaf, leaf, rail)
@@ -61,18 +56,18 @@ def rail_verdict(
         bw = max((r.value for r in rs if r.passed and r.value), default=None)
         note = _cleared_note(node, rail, loc, paths) if status == "cleared" else ""
         return Verdict(
-            RAIL_BANDWIDTH, node, Status.PASS, comp, bw, want, unit,
-            f"{history}{note} [{prof.describe()}]", evidence=ev,
+            RAIL_BANDWIDTH.id, node, Status.PASS, comp, bw, want, unit,
+            f"{history}{note} [{prof.describe()}]", evidence=ev, reference=prof.floor,
         )  # fmt: skip
     if status == "untested":
         msg = f"not tested: {history}" if history else "not tested (no partner in any round)"
         return Verdict(
-            RAIL_BANDWIDTH, node, Status.ERROR, comp, None, want, unit, msg, evidence=ev,
+            RAIL_BANDWIDTH.id, node, Status.ERROR, comp, None, want, unit, msg, evidence=ev,
         )  # fmt: skip
     if status == "lost":
         # The node, not its rail: it could not run its side (unreachable, connection lost).
         return Verdict(
-            RAIL_BANDWIDTH, node, Status.ERROR, comp, None, want, unit,
+            RAIL_BANDWIDTH.id, node, Status.ERROR, comp, None, want, unit,
             f"{loc.down[node]}; {history}" if history else loc.down[node],
             "check the node's SSH access (stage reach), then qualify it again", ev,
         )  # fmt: skip
@@ -83,7 +78,10 @@ def rail_verdict(
     else:
         msg = f"failed and not cleared (no good partner left within 3 rounds): {history}"
         hint = "retest with more healthy nodes on this rail"
-    return Verdict(RAIL_BANDWIDTH, node, failure_status(rs), comp, worst, want, unit, msg, hint, ev)
+    return Verdict(
+        RAIL_BANDWIDTH.id, node, failure_status(rs), comp, worst, want, unit, msg, hint, ev,
+        reference=prof.floor,
+    )  # fmt: skip
 
 
 def _cleared_note(node: str, rail: Rail, loc: Localization, paths: Sequence[SuspectPath]) -> str:

@@ -28,7 +28,7 @@ class IbPairsStage(ActiveStage[PairTest]):
     name = "ib_pairs"
     checks = CHECKS
     tool = "ib_write_bw"
-    cleanup_check = CLEANUP
+    cleanup_check = CLEANUP.id
 
     def unfit(self, profile: Profile) -> str | None:
         return None if profile_rails(profile) else "no 'hca.rails' (the rails ib_pairs tests)"

@@ -8,32 +8,54 @@ from dataclasses import replace
 
 from ClusterShell.NodeSet import NodeSet
 
-from nodegate.core.checks import Check, CheckTable
+from nodegate.core.checks import AnyCheck, Chart, Check, CheckTable
 from nodegate.core.values import Status, Verdict
 from nodegate.framework.active.judge import failure_status
 from nodegate.stages.nccl.plan import Localization, NcclJob, NcclOutcome
 from nodegate.stages.nccl.profile import NcclProfile
 from nodegate.stages.nccl.results import JobReading
 
-SINGLE = "nccl.single_node.busbw"
-WHOLE = "nccl.whole.busbw"
-LOCALIZED = "nccl.localized"
-CLEANUP = "nccl.cleanup"
 UNIT = "GB/s"
+CHART = Chart(1)  # report.html: NCCL's numbers right after ib_pairs' bandwidth
 
-CHECKS: CheckTable[None, NcclProfile] = CheckTable(
-    "nccl",
-    [
-        Check(SINGLE, "all_reduce_perf on the node alone reaches the single-node floor.", None,
-              "node", "test_nccl_single_node_busbw", "pipeline"),
-        Check(WHOLE, "the all-reduce over the whole admitted set reaches its floors, data right.",
-              None, "job", "test_nccl_whole_set_busbw", "pipeline"),
-        Check(LOCALIZED, "the node is not named by localization (cleared, or nothing to find).",
-              None, "node", "test_nccl_localized", "pipeline"),
-        Check(CLEANUP, "no all_reduce_perf rank or launcher is left on the node after the stage.",
-              None, "process", "test_no_stray_nccl", "pipeline"),
-    ],
-)  # fmt: skip
+SINGLE: Check[None, NcclProfile] = Check(
+    "nccl.single_node.busbw",
+    "all_reduce_perf on the node alone reaches the single-node floor.",
+    None,
+    "node",
+    "test_nccl_single_node_busbw",
+    "pipeline",
+    chart=CHART,
+)
+WHOLE: Check[None, NcclProfile] = Check(
+    "nccl.whole.busbw",
+    "the all-reduce over the whole admitted set reaches its floors, data right.",
+    None,
+    "job",
+    "test_nccl_whole_set_busbw",
+    "pipeline",
+    chart=CHART,
+)
+LOCALIZED: Check[None, NcclProfile] = Check(
+    "nccl.localized",
+    "the node is not named by localization (cleared, or nothing to find).",
+    None,
+    "node",
+    "test_nccl_localized",
+    "pipeline",
+    chart=CHART,
+)
+CLEANUP: Check[None, NcclProfile] = Check(
+    "nccl.cleanup",
+    "no all_reduce_perf rank or launcher is left on the node after the stage.",
+    None,
+    "process",
+    "test_no_stray_nccl",
+    "pipeline",
+    chart=CHART,
+)
+
+CHECKS: CheckTable[None, NcclProfile] = CheckTable("nccl", [SINGLE, WHOLE, LOCALIZED, CLEANUP])
 
 Refs = Callable[[NcclOutcome, str], tuple[str, ...]]
 
@@ -81,7 +103,7 @@ class Judge:
 
     def _verdict(
         self,
-        check: str,
+        check: AnyCheck,
         node: str,
         o: NcclOutcome,
         component: str,
@@ -96,14 +118,14 @@ class Judge:
         msg = f"{self.describe(o)}{note} [{self.prof.describe(len(o.test.nodes))}]"
         hint = None if status is Status.PASS else _hint(check, status)
         return Verdict(
-            check, node, status, component, self._reading(o).busbw, floors.busbw.expected(),
-            UNIT, msg, hint, self.refs(o, node),
+            check.id, node, status, component, self._reading(o).busbw, floors.busbw.expected(),
+            UNIT, msg, hint, self.refs(o, node), reference=floors.busbw,
         )  # fmt: skip
 
     def single(self, node: str) -> Verdict:
         o = self.loc.single(node)
         if o is None:
-            return Verdict(SINGLE, node, Status.ERROR, "node", message="single-node job not run")
+            return Verdict(SINGLE.id, node, Status.ERROR, "node", message="single-node job not run")
         return self._verdict(SINGLE, node, o, f"node ({self.prof.ranks_per_node} ranks)")
 
     def whole(self, node: str) -> Verdict:
@@ -116,9 +138,9 @@ class Judge:
             single = self.loc.single(node)
             if single is not None and not single.passed:
                 why = "not in the whole-set job: its single-node job failed"
-                return Verdict(WHOLE, node, Status.SKIP, "job", None, floor, UNIT, why)
+                return Verdict(WHOLE.id, node, Status.SKIP, "job", None, floor, UNIT, why)
             why = "whole-set job not run: fewer than two nodes passed their single-node job"
-            return Verdict(WHOLE, node, Status.ERROR, "job", None, floor, UNIT, why)
+            return Verdict(WHOLE.id, node, Status.ERROR, "job", None, floor, UNIT, why)
         comp = "whole set"  # the same part in every run (A/B); the job's size is in the message
         if o.passed:
             return self._verdict(WHOLE, node, o, comp)
@@ -164,8 +186,8 @@ class Judge:
         )
         ev = self.refs(whole, node) + self.refs(ok, node)
         return Verdict(
-            WHOLE, node, Status.PASS, comp, self._reading(ok).busbw, floors.busbw.expected(),
-            UNIT, msg, None, ev,
+            WHOLE.id, node, Status.PASS, comp, self._reading(ok).busbw, floors.busbw.expected(),
+            UNIT, msg, None, ev, reference=floors.busbw,
         )  # fmt: skip
 
     def named(self) -> str:
@@ -193,26 +215,26 @@ class Judge:
         ev = tuple(ref for r in mine for ref in self.refs(r, node))
         history = "; ".join(self.describe(r) for r in mine)
         if st == "pass":
-            return Verdict(LOCALIZED, node, Status.PASS, "node", message="whole-set job passed")
+            return Verdict(LOCALIZED.id, node, Status.PASS, "node", message="whole-set job passed")
         if st == "untested":
-            return Verdict(LOCALIZED, node, Status.SKIP, "node",
+            return Verdict(LOCALIZED.id, node, Status.SKIP, "node",
                            message="not in the whole-set job")  # fmt: skip
         if st == "cleared":
-            return Verdict(LOCALIZED, node, Status.PASS, "node",
+            return Verdict(LOCALIZED.id, node, Status.PASS, "node",
                            message=f"cleared: {history}", evidence=ev)  # fmt: skip
         if st == "lost":
-            return Verdict(LOCALIZED, node, Status.ERROR, "node", message=self.loc.down[node],
+            return Verdict(LOCALIZED.id, node, Status.ERROR, "node", message=self.loc.down[node],
                            remediation="check the node's SSH access, then qualify it again",
                            evidence=ev)  # fmt: skip
         if st == "blamed":
             fails = self.loc.pair_failures(node)
             msg = f"fails with two good partners: {'; '.join(self.describe(r) for r in fails)}"
             measured = [b for r in fails if (b := self._reading(r).busbw) is not None]
-            pair_floor = self.prof.floors(2).busbw.expected()
-            return Verdict(LOCALIZED, node, self.status(fails), "node",
-                           max(measured) if measured else None, pair_floor,
+            pair_floor = self.prof.floors(2).busbw
+            return Verdict(LOCALIZED.id, node, self.status(fails), "node",
+                           max(measured) if measured else None, pair_floor.expected(),
                            UNIT, msg, "drain the node; check its GPUs, NVLink, HCAs and cables",
-                           ev)  # fmt: skip
+                           ev, reference=pair_floor)  # fmt: skip
         if st == "group":
             group = self.loc.smallest_failing() or ()
             msg = (
@@ -220,19 +242,19 @@ class Judge:
                 f"(smallest failing: {NodeSet.fromlist(list(group))}); this node: {history}"
             )
             status = self.status(self._unexplained(node))
-            return Verdict(LOCALIZED, node, status, "node", message=msg,
+            return Verdict(LOCALIZED.id, node, status, "node", message=msg,
                            remediation="check the fabric between these nodes (switches, "
                            "routing, adaptive routing, SHARP)", evidence=ev)  # fmt: skip
         seen = [r for r in self.loc.results if node in r.test.nodes and not r.passed]
         msg = f"failed and not confirmed within {self.prof.max_rounds} rounds: {history or '-'}"
-        return Verdict(LOCALIZED, node, self.status(seen) if seen else Status.ERROR, "node",
+        return Verdict(LOCALIZED.id, node, self.status(seen) if seen else Status.ERROR, "node",
                        message=msg, remediation="retest with more healthy nodes",
                        evidence=ev)  # fmt: skip
 
 
-def _hint(check: str, status: Status) -> str:
+def _hint(check: AnyCheck, status: Status) -> str:
     if status is Status.ERROR:
         return "read the job's output (evidence); an NCCL error or hang is no bandwidth number"
-    if check == SINGLE:
+    if check is SINGLE:
         return "check NVLink / NVSwitch and the fabric manager (stage pcie_gpu)"
     return "see nccl.localized for the node to blame; requalify without it"

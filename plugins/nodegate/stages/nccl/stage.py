@@ -25,7 +25,7 @@ class NcclStage(ActiveStage[NcclJob]):
     name = "nccl"
     checks = CHECKS
     tool = "all_reduce_perf"
-    cleanup_check = CLEANUP
+    cleanup_check = CLEANUP.id
 
     def campaign_for(
         self, name: str, profile: Profile, nodes: list[Node], ctx: StageContext

@@ -1,12 +1,12 @@
 """The pcie_gpu check table: every check id of the stage, in report order.
 
-Node-scope checks, each `(PcieGpuFacts, PcieGpuProfile) -> verdicts`, one verdict per GPU where
-it applies (component `GPU3 0000:5d:00.0 serial 1650124032506`).
+Node-scope checks, each `(check, PcieGpuFacts, PcieGpuProfile) -> verdicts`, one verdict per
+GPU where it applies (component `GPU3 0000:5d:00.0 serial 1650124032506`).
 """
 
 from __future__ import annotations
 
-from nodegate.core.checks import Check, CheckTable
+from nodegate.core.checks import Chart, Check, CheckTable
 from nodegate.stages.pcie_gpu import checks_fabric as fabric
 from nodegate.stages.pcie_gpu import checks_health as health
 from nodegate.stages.pcie_gpu import checks_links as links
@@ -45,6 +45,7 @@ CHECKS: CheckTable[PcieGpuFacts, PcieGpuProfile] = CheckTable(
             links.check_link_gen,
             "GPU",
             "test_pcie_gpu_gen",
+            chart=Chart(3),
         ),
         Check(
             "pcie.gpu.width",
@@ -52,6 +53,7 @@ CHECKS: CheckTable[PcieGpuFacts, PcieGpuProfile] = CheckTable(
             links.check_link_width,
             "GPU",
             "test_pcie_gpu_width",
+            chart=Chart(2),
         ),
         Check(
             "pcie.switch.link",
@@ -73,6 +75,7 @@ CHECKS: CheckTable[PcieGpuFacts, PcieGpuProfile] = CheckTable(
             memory.check_ecc_uncorrectable,
             "GPU",
             "test_gpu_ecc_uncorrectable",
+            chart=Chart(5),
         ),
         Check(
             "gpu.remap",

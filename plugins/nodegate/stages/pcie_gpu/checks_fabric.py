@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nodegate.core.checks import AnyCheck
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error, judged
 from nodegate.parsers.dcgm import DcgmDiag, DiagResult
@@ -24,13 +25,13 @@ FABRIC_NOT_EXPOSED = "N/A (no per-GPU fabric state before Hopper)"
 DCGM_FIX = "run `dcgmi diag -r 3` on the node; drain and RMA the GPU if the failure repeats"
 
 
-def check_nvlink(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_nvlink(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.nvlink: each GPU has the profile's link count, all active at the profile's speed."""
     spec = p.nvlink
     if spec is None:
         return [
             judged(
-                "gpu.nvlink",
+                check,
                 f.node,
                 True,
                 "NVLink",
@@ -42,34 +43,36 @@ def check_nvlink(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         ]
     want = f"{spec.links_per_gpu.value} links active at {spec.speed.describe()}"
     if f.nvlink is None:
-        return [cmd_error(f, "gpu.nvlink", "NVLink", want, "nvlink")]
+        return [cmd_error(f, check, "NVLink", want, "nvlink")]
     by_uuid = {g.uuid: g for g in f.nvlink.gpus}
 
     def one(g: NvsmiGpu) -> Verdict:
         lg = by_uuid.get(g.uuid or "")
         if lg is None:
             return error(
-                "gpu.nvlink",
+                check,
                 f.node,
                 gpu_name(g),
                 "GPU not listed by nvidia-smi nvlink -s",
                 expected=want,
                 evidence=f.evidence("nvlink", "nvsmi"),
             )
-        return _nvlink_gpu(f, gpu_name(g), lg, spec, want)
+        return _nvlink_gpu(check, f, gpu_name(g), lg, spec, want)
 
-    return per_gpu(f, "gpu.nvlink", want, one)
+    return per_gpu(f, check, want, one)
 
 
-def _nvlink_gpu(f: PcieGpuFacts, comp: str, lg: NvlinkGpu, spec: NvlinkSpec, want: str) -> Verdict:
+def _nvlink_gpu(
+    check: AnyCheck, f: PcieGpuFacts, comp: str, lg: NvlinkGpu, spec: NvlinkSpec, want: str
+) -> Verdict:
     ev = f.evidence("nvlink")
     if lg.condition is NvlinkCondition.MIG_MODE_NOT_SUPPORTED:
         return error(
-            "gpu.nvlink", f.node, comp, f"not queryable: {lg.message}", expected=want, evidence=ev
+            check, f.node, comp, f"not queryable: {lg.message}", expected=want, evidence=ev
         )
     if lg.condition is not NvlinkCondition.REPORTED:
         return judged(
-            "gpu.nvlink",
+            check,
             f.node,
             False,
             comp,
@@ -95,7 +98,7 @@ def _nvlink_gpu(f: PcieGpuFacts, comp: str, lg: NvlinkGpu, spec: NvlinkSpec, wan
     if slow:
         problems.append("slow link(s) " + ",".join(map(str, slow)))
     return judged(
-        "gpu.nvlink",
+        check,
         f.node,
         not problems,
         comp,
@@ -108,22 +111,22 @@ def _nvlink_gpu(f: PcieGpuFacts, comp: str, lg: NvlinkGpu, spec: NvlinkSpec, wan
     )
 
 
-def check_fabric(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_fabric(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.fabric: fabric manager running, every GPU's fabric state Completed/Success."""
     comp = "nvidia-fabricmanager"
     if not p.fabric_manager:
         msg = "profile: no NVSwitch fabric"
-        return [judged("gpu.fabric", f.node, True, comp, "not required", "not required", msg)]
+        return [judged(check, f.node, True, comp, "not required", "not required", msg)]
     out: list[Verdict] = []
     if f.fm is None:
-        out.append(cmd_error(f, "gpu.fabric", comp, "active (running)", "fabricmanager"))
+        out.append(cmd_error(f, check, comp, "active (running)", "fabricmanager"))
     else:
         fm = f.fm
         got = f"{fm.active_state or fm.load_state} ({fm.sub_state or fm.result or '-'})"
         ok = fm.active_state == "active" and fm.sub_state == "running"
         out.append(
             judged(
-                "gpu.fabric",
+                check,
                 f.node,
                 ok,
                 comp,
@@ -142,7 +145,7 @@ def check_fabric(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             # Before Hopper the GPU has no fabric probe: N/A is all it can say. The fabric
             # manager above and gpu.nvlink judge its fabric.
             return judged(
-                "gpu.fabric",
+                check,
                 f.node,
                 True,
                 gpu_name(g),
@@ -153,10 +156,10 @@ def check_fabric(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             )
         if fab is None or fab.state is None:
             why = "no Fabric state (N/A): no NVSwitch fabric seen by the driver, or driver too old"
-            return error("gpu.fabric", f.node, gpu_name(g), why, expected=FABRIC_OK, evidence=ev)
+            return error(check, f.node, gpu_name(g), why, expected=FABRIC_OK, evidence=ev)
         got = f"{fab.state}/{fab.status}"
         return judged(
-            "gpu.fabric",
+            check,
             f.node,
             fab.state == "Completed" and fab.status == "Success",
             gpu_name(g),
@@ -169,10 +172,10 @@ def check_fabric(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         )
 
     want = FABRIC_OK if p.fabric_per_gpu_state else FABRIC_NOT_EXPOSED
-    return out + per_gpu(f, "gpu.fabric", want, one)
+    return out + per_gpu(f, check, want, one)
 
 
-def check_dcgm(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_dcgm(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.dcgm: `dcgmi diag -r <level>` passes every test on every GPU."""
     want = f"diag -r {p.dcgm.level}: every test Pass or Skip"
     ev = f.evidence("dcgm")
@@ -180,7 +183,7 @@ def check_dcgm(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         if f.absent("dcgm") and not p.dcgm.required:
             return [
                 judged(
-                    "gpu.dcgm",
+                    check,
                     f.node,
                     True,
                     "dcgmi",
@@ -190,7 +193,7 @@ def check_dcgm(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
                     evidence=ev,
                 )
             ]
-        return [cmd_error(f, "gpu.dcgm", "dcgmi diag", want, "dcgm")]
+        return [cmd_error(f, check, "dcgmi diag", want, "dcgm")]
     allowed = {DiagResult.PASS, DiagResult.SKIP} | (
         {DiagResult.WARN} if p.dcgm.allow_warn else set()
     )
@@ -199,7 +202,7 @@ def check_dcgm(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     names = {i: gpu_name(g) for i, g in enumerate(f.gpus)}
     out = [
         judged(
-            "gpu.dcgm",
+            check,
             f.node,
             not bad.get(gid),
             names.get(gid, f"DCGM GPU {gid}") if gid >= 0 else "dcgmi diag",
@@ -213,12 +216,12 @@ def check_dcgm(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     ]
     if not out:
         why = "diag reported no per-GPU result"
-        return [error("gpu.dcgm", f.node, "dcgmi diag", why, expected=want, evidence=ev)]
+        return [error(check, f.node, "dcgmi diag", why, expected=want, evidence=ev)]
     if not bad and f.dcgm_rc not in (0, None):
         # dcgmi exits 226 (DCGM_ST_NVVS_ERROR) when a test fails; an exit that nothing in the
         # document explains is a run that did not end cleanly: never a pass.
         why = f"dcgmi exited {f.dcgm_rc} but no test in its diag document failed"
-        out.append(error("gpu.dcgm", f.node, "dcgmi diag", why, expected=want, evidence=ev))
+        out.append(error(check, f.node, "dcgmi diag", why, expected=want, evidence=ev))
     return out
 
 

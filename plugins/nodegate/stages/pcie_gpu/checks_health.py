@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from nodegate.core.checks import AnyCheck
 from nodegate.core.remediation import XID_ACTION_CLASS
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error, judged
@@ -30,13 +31,13 @@ THROTTLED = (
 )
 
 
-def check_xid(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_xid(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.xid: Xid events in the profile's window, judged by the profile's Xid table; a GPU
     that fell off the bus without an Xid 79 logged is judged as Xid 79."""
     hours = p.xid.window_hours
     want = f"no Xid needing action in the last {hours} h"
     if f.klog is None:
-        return [cmd_error(f, "gpu.xid", "kernel log", want, "kernel_log")]
+        return [cmd_error(f, check, "kernel log", want, "kernel_log")]
     by_comp: dict[str, list[XidEvent]] = {}
     for ev in f.klog.xids:
         by_comp.setdefault(_gpu_component(f, ev.bdf), []).append(ev)
@@ -47,9 +48,9 @@ def check_xid(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             fallen[comp] = fallen.get(comp, 0) + 1
     if not by_comp and not fallen:
         msg = f"no Xid in the last {hours} h"
-        return [judged("gpu.xid", f.node, True, "kernel log", "none", want, msg, evidence=_ev(f))]
+        return [judged(check, f.node, True, "kernel log", "none", want, msg, evidence=_ev(f))]
     return [
-        _xid_verdict(f, comp, by_comp.get(comp, []), fallen.get(comp, 0), p.xid, want)
+        _xid_verdict(check, f, comp, by_comp.get(comp, []), fallen.get(comp, 0), p.xid, want)
         for comp in sorted(by_comp.keys() | fallen.keys())
     ]
 
@@ -64,7 +65,13 @@ def _ev(f: PcieGpuFacts) -> tuple[str, ...]:
 
 
 def _xid_verdict(
-    f: PcieGpuFacts, comp: str, evs: list[XidEvent], fallen: int, table: XidTable, want: str
+    check: AnyCheck,
+    f: PcieGpuFacts,
+    comp: str,
+    evs: list[XidEvent],
+    fallen: int,
+    table: XidTable,
+    want: str,
 ) -> Verdict:
     """One GPU's Xid codes (and falls off the bus without Xid) in the window; the most severe
     action decides."""
@@ -85,7 +92,7 @@ def _xid_verdict(
         worst = max(worst, action, key=XID_ACTIONS.index)
         observed.append("fallen off the bus")
     return judged(
-        "gpu.xid",
+        check,
         f.node,
         worst == "ignore",
         comp,
@@ -99,7 +106,7 @@ def _xid_verdict(
     )
 
 
-def check_clocks(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_clocks(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.clocks: none of the profile's failing clock event reasons is active."""
     bad = list(p.clock_fail_reasons)
     ev = f.evidence("nvsmi")
@@ -108,7 +115,7 @@ def check_clocks(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         cer = g.clock_event_reasons
         if cer is None:
             return error(
-                "gpu.clocks",
+                check,
                 f.node,
                 gpu_name(g),
                 "no clock event reasons in nvidia-smi -q",
@@ -119,7 +126,7 @@ def check_clocks(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         on = [r for r in bad if cer.active.get(r)]
         if not on and unknown:
             return error(
-                "gpu.clocks",
+                check,
                 f.node,
                 gpu_name(g),
                 f"unreadable reasons: {', '.join(unknown)}",
@@ -128,7 +135,7 @@ def check_clocks(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             )
         got = ", ".join(on) or "none"
         return judged(
-            "gpu.clocks",
+            check,
             f.node,
             not on,
             gpu_name(g),
@@ -141,10 +148,10 @@ def check_clocks(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             evidence=ev,
         )
 
-    return per_gpu(f, "gpu.clocks", "none active", one)
+    return per_gpu(f, check, "none active", one)
 
 
-def check_persistence(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_persistence(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.persistence: persistence mode as the profile wants."""
     want = p.persistence_mode
     label = "Enabled" if want else "Disabled"
@@ -158,7 +165,7 @@ def check_persistence(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     def one(g: NvsmiGpu) -> Verdict:
         if g.persistence_mode is None:
             return error(
-                "gpu.persistence",
+                check,
                 f.node,
                 gpu_name(g),
                 "no persistence mode in nvidia-smi -q",
@@ -167,7 +174,7 @@ def check_persistence(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             )
         got = "Enabled" if g.persistence_mode else "Disabled"
         return judged(
-            "gpu.persistence",
+            check,
             f.node,
             g.persistence_mode is want,
             gpu_name(g),
@@ -178,4 +185,4 @@ def check_persistence(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             evidence=ev,
         )
 
-    return per_gpu(f, "gpu.persistence", label, one)
+    return per_gpu(f, check, label, one)

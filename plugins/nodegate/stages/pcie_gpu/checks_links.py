@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from nodegate.core.checks import AnyCheck
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error, judged
 from nodegate.parsers.gpu_facts import NvsmiGpu
@@ -18,7 +19,7 @@ RESEAT = "reseat the GPU/baseboard cable or riser, check the slot, then requalif
 LinkAspect = Literal["gen", "width"]
 
 
-def check_count(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_count(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.count: nvidia-smi sees the profile's GPU count; lspci sees no GPU it lacks."""
     want = p.gpu_count.value
     ev = f.evidence("nvsmi", "lspci")
@@ -26,7 +27,7 @@ def check_count(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         fix = "check that the NVIDIA driver is loaded and the GPUs are on the bus (lspci); "
         return [
             judged(
-                "gpu.count",
+                check,
                 f.node,
                 False,
                 "GPUs",
@@ -34,19 +35,20 @@ def check_count(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
                 want,
                 "nvidia-smi: No devices were found",
                 unit=p.gpu_count.unit,
+                reference=p.gpu_count,
                 remediation=fix + "power-cycle, then " + RESEAT,
                 evidence=ev,
             )
         ]
     if f.nvsmi is None:
-        return [cmd_error(f, "gpu.count", "GPUs", want, "nvsmi")]
+        return [cmd_error(f, check, "GPUs", want, "nvsmi")]
     out: list[Verdict] = []
     seen = {g.pci_bus_id for g in f.gpus}
     for dev in lspci_gpus(f.lspci.report) if f.lspci is not None else ():
         if dev.bdf not in seen:
             out.append(
                 judged(
-                    "gpu.count",
+                    check,
                     f.node,
                     False,
                     f"GPU {dev.bdf} (lspci only)",
@@ -61,7 +63,7 @@ def check_count(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     if p.gpu_count.holds(got):
         out.append(
             judged(
-                "gpu.count",
+                check,
                 f.node,
                 True,
                 "GPUs",
@@ -69,6 +71,7 @@ def check_count(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
                 want,
                 f"{got} GPUs",
                 unit=p.gpu_count.unit,
+                reference=p.gpu_count,
                 evidence=ev,
             )
         )
@@ -76,7 +79,7 @@ def check_count(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     missing = _missing_modules(f.gpus, int(want))
     out.append(
         judged(
-            "gpu.count",
+            check,
             f.node,
             False,
             f"GPU module(s) {missing} missing" if missing else "GPUs",
@@ -85,6 +88,7 @@ def check_count(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             f"{got} GPUs visible, profile expects {want}"
             + (f"; absent module id(s) {missing}" if missing else ""),
             unit=p.gpu_count.unit,
+            reference=p.gpu_count,
             remediation="power-cycle the node; if a GPU stays missing, " + RESEAT,
             evidence=ev,
         )
@@ -100,15 +104,15 @@ def _missing_modules(gpus: tuple[NvsmiGpu, ...], want: int) -> str:
     return ",".join(str(i) for i in range(1, want + 1) if i not in ids)
 
 
-def check_model(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_model(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.model: every GPU's PCI vendor:device id is one the profile allows."""
     allowed = list(p.pci_device_ids)
     if f.nvsmi is None:
-        return [cmd_error(f, "gpu.model", "GPUs", allowed, "nvsmi")]
+        return [cmd_error(f, check, "GPUs", allowed, "nvsmi")]
     ev = f.evidence("nvsmi")
     out = [
         judged(
-            "gpu.model",
+            check,
             f.node,
             g.pci_vendor_device in allowed,
             gpu_name(g),
@@ -122,7 +126,7 @@ def check_model(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     ]
     return out or [
         judged(
-            "gpu.model",
+            check,
             f.node,
             False,
             "GPUs",
@@ -135,16 +139,16 @@ def check_model(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     ]
 
 
-def check_driver(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_driver(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.driver: the driver nvidia-smi runs against is allowed by the profile."""
     want = p.driver.expected()
     if f.nvsmi is None or f.nvsmi.driver_version is None:
-        return [cmd_error(f, "gpu.driver", "nvidia driver", want, "nvsmi")]
+        return [cmd_error(f, check, "nvidia driver", want, "nvsmi")]
     got = f.nvsmi.driver_version
     ok, want = p.driver.judge(got)
     return [
         judged(
-            "gpu.driver",
+            check,
             f.node,
             ok,
             "nvidia driver",
@@ -175,9 +179,10 @@ def _link(f: PcieGpuFacts, g: NvsmiGpu, what: LinkAspect) -> tuple[int | None, s
     return min(s[0] for s in seen), ", ".join(s[1] for s in seen)
 
 
-def check_link(f: PcieGpuFacts, p: PcieGpuProfile, what: LinkAspect) -> list[Verdict]:
+def check_link(
+    check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile, what: LinkAspect
+) -> list[Verdict]:
     """pcie.gpu.gen / pcie.gpu.width: each GPU's trained link against the profile."""
-    check = f"pcie.gpu.{what}"
     limit = p.pcie_gen if what == "gen" else p.pcie_width
     want = limit.value
     if f.nvsmi is None:
@@ -211,6 +216,7 @@ def check_link(f: PcieGpuFacts, p: PcieGpuProfile, what: LinkAspect) -> list[Ver
                 want,
                 f"PCIe {label} ({where})" + ("" if ok else f", expected {exp}"),
                 unit=limit.unit,
+                reference=limit,
                 remediation=f"link trained at {label} instead of {exp}: " + RESEAT,
                 evidence=ev,
             )
@@ -218,30 +224,29 @@ def check_link(f: PcieGpuFacts, p: PcieGpuProfile, what: LinkAspect) -> list[Ver
     return out
 
 
-def check_link_gen(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_link_gen(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """pcie.gpu.gen: every GPU's PCIe link runs at the profile's PCIe generation."""
-    return check_link(f, p, "gen")
+    return check_link(check, f, p, "gen")
 
 
-def check_link_width(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_link_width(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """pcie.gpu.width: every GPU's PCIe link runs at the profile's width."""
-    return check_link(f, p, "width")
+    return check_link(check, f, p, "width")
 
 
-SWITCH = "pcie.switch.link"
 PORT_FIX = (
     "a port above the GPU is degraded: check the riser/cable and the switch board; "
     "RMA the baseboard if it stays"
 )
 
 
-def check_switch(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_switch(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """pcie.switch.link: every bridge between root and GPU runs at the profile's gen/width."""
     want = f"Gen{p.pcie_gen.value} x{p.pcie_width.value}"
     if not p.switch_ports:
         return [
             judged(
-                SWITCH,
+                check,
                 f.node,
                 True,
                 "PCIe switch ports",
@@ -252,13 +257,13 @@ def check_switch(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             )
         ]
     if f.lspci is None:
-        return [cmd_error(f, SWITCH, "PCIe switch ports", want, "lspci")]
+        return [cmd_error(f, check, "PCIe switch ports", want, "lspci")]
     if f.nvsmi is None:
-        return [cmd_error(f, SWITCH, "PCIe switch ports", want, "nvsmi")]
-    out = [v for g in f.gpus for v in _ports_above(f, f.lspci, p, g, want)]
+        return [cmd_error(f, check, "PCIe switch ports", want, "nvsmi")]
+    out = [v for g in f.gpus for v in _ports_above(check, f, f.lspci, p, g, want)]
     return out or [
         judged(
-            SWITCH,
+            check,
             f.node,
             False,
             "GPUs",
@@ -272,27 +277,27 @@ def check_switch(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
 
 
 def _ports_above(
-    f: PcieGpuFacts, lspci: LspciView, p: PcieGpuProfile, g: NvsmiGpu, want: str
+    check: AnyCheck, f: PcieGpuFacts, lspci: LspciView, p: PcieGpuProfile, g: NvsmiGpu, want: str
 ) -> list[Verdict]:
     """One verdict per bridge between the root complex and GPU `g`, root port first."""
     ev = f.evidence("lspci")
     path = lspci.path_to(g.pci_bus_id or "")
     if not path:
         why = "no bridge above the GPU in lspci -vvv (run as root?)"
-        return [error(SWITCH, f.node, gpu_name(g), why, expected=want, evidence=ev)]
+        return [error(check, f.node, gpu_name(g), why, expected=want, evidence=ev)]
     out = []
     for b in path:
         ls = b.device.link_status
         comp = f"{gpu_name(g)} via {b.device.bdf} ({b.device.express_type or 'bridge'})"
         if ls is None:
             why = "no LnkSta line for this port"
-            out.append(error(SWITCH, f.node, comp, why, expected=want, evidence=ev))
+            out.append(error(check, f.node, comp, why, expected=want, evidence=ev))
             continue
         got_gen = pcie_gen(ls.speed_gts)
         ok = p.pcie_gen.holds(got_gen) and p.pcie_width.holds(ls.width_lanes)
         got = f"Gen{got_gen} x{ls.width_lanes}"
         msg = f"port link {got}" + ("" if ok else f", expected {want}")
         out.append(
-            judged(SWITCH, f.node, ok, comp, got, want, msg, remediation=PORT_FIX, evidence=ev)
+            judged(check, f.node, ok, comp, got, want, msg, remediation=PORT_FIX, evidence=ev)
         )
     return out

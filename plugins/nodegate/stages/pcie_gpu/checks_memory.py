@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nodegate.core.checks import AnyCheck
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import against, error, judged
 from nodegate.parsers.gpu_facts import NvsmiGpu
@@ -12,7 +13,7 @@ from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
 REMAP_OK = "pending No, failure No"
 
 
-def check_ecc_mode(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_ecc_mode(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.ecc.mode: ECC current and pending mode as the profile wants."""
     want = p.ecc_enabled
     label = "Enabled" if want else "Disabled"
@@ -22,7 +23,7 @@ def check_ecc_mode(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         mode = g.ecc.mode if g.ecc is not None else None
         if mode is None or (mode.current is None and mode.current_raw is None):
             return error(
-                "gpu.ecc.mode",
+                check,
                 f.node,
                 gpu_name(g),
                 "no ECC mode in nvidia-smi -q",
@@ -31,7 +32,7 @@ def check_ecc_mode(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             )
         ok = mode.current is want and mode.pending in (want, None)
         return judged(
-            "gpu.ecc.mode",
+            check,
             f.node,
             ok,
             gpu_name(g),
@@ -43,10 +44,10 @@ def check_ecc_mode(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             evidence=ev,
         )
 
-    return per_gpu(f, "gpu.ecc.mode", label, one)
+    return per_gpu(f, check, label, one)
 
 
-def check_ecc_uncorrectable(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_ecc_uncorrectable(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.ecc.uncorrectable: volatile uncorrectable ECC errors at most the profile's maximum."""
     limit = p.ecc_volatile_uncorrectable
     ev = f.evidence("nvsmi")
@@ -55,7 +56,7 @@ def check_ecc_uncorrectable(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]
         vol = g.ecc.volatile if g.ecc is not None else None
         if vol is None or vol.uncorrectable is None:
             return error(
-                "gpu.ecc.uncorrectable",
+                check,
                 f.node,
                 gpu_name(g),
                 "no volatile uncorrectable ECC count",
@@ -65,7 +66,7 @@ def check_ecc_uncorrectable(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]
         got = vol.uncorrectable
         fields = ", ".join(f"{k} {v}" for k, v in sorted(vol.fields.items()) if v)
         return against(
-            "gpu.ecc.uncorrectable",
+            check,
             f.node,
             gpu_name(g),
             got,
@@ -76,10 +77,10 @@ def check_ecc_uncorrectable(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]
             evidence=ev,
         )
 
-    return per_gpu(f, "gpu.ecc.uncorrectable", limit.expected(), one)
+    return per_gpu(f, check, limit.expected(), one)
 
 
-def check_remap(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_remap(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.remap: no row remap pending (needs reset) and no remapping failure (needs RMA)."""
     ev = f.evidence("nvsmi")
 
@@ -88,7 +89,7 @@ def check_remap(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         if rr is None or (rr.pending is None and rr.failure is None):
             if p.row_remap_required:
                 return error(
-                    "gpu.remap",
+                    check,
                     f.node,
                     gpu_name(g),
                     "no row remapper state in nvidia-smi",
@@ -96,7 +97,7 @@ def check_remap(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
                     evidence=ev,
                 )
             return judged(
-                "gpu.remap",
+                check,
                 f.node,
                 True,
                 gpu_name(g),
@@ -113,7 +114,7 @@ def check_remap(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         else:
             fix = None
         return judged(
-            "gpu.remap",
+            check,
             f.node,
             fix is None,
             gpu_name(g),
@@ -124,14 +125,14 @@ def check_remap(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             evidence=ev,
         )
 
-    return per_gpu(f, "gpu.remap", REMAP_OK, one)
+    return per_gpu(f, check, REMAP_OK, one)
 
 
 def _yn(v: bool | None) -> str:
     return "?" if v is None else ("Yes" if v else "No")
 
 
-def check_retired_pages(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_retired_pages(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.retired_pages: (pre-Ampere) retired pages under NVIDIA's limit, none pending."""
     limit = p.retired_pages
     ev = f.evidence("nvsmi")
@@ -142,7 +143,7 @@ def check_retired_pages(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         if rp is None or (counts == (None, None) and rp.pending is None):
             if g.remapped_rows is not None and g.remapped_rows.pending is not None:
                 return judged(
-                    "gpu.retired_pages",
+                    check,
                     f.node,
                     True,
                     gpu_name(g),
@@ -152,7 +153,7 @@ def check_retired_pages(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
                     evidence=ev,
                 )
             return error(
-                "gpu.retired_pages",
+                check,
                 f.node,
                 gpu_name(g),
                 "neither retired pages nor remapped rows reported",
@@ -161,7 +162,7 @@ def check_retired_pages(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             )
         total = sum(c or 0 for c in counts)
         return judged(
-            "gpu.retired_pages",
+            check,
             f.node,
             limit.holds(total) and not rp.pending,
             gpu_name(g),
@@ -169,8 +170,9 @@ def check_retired_pages(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
             f"{limit.expected()}, none pending",
             f"retired pages SBE {counts[0]}, DBE {counts[1]}, pending {_yn(rp.pending)}",
             unit=limit.unit,
+            reference=limit,
             remediation="pending retirement: reset the GPU; at the limit: RMA the GPU",
             evidence=ev,
         )
 
-    return per_gpu(f, "gpu.retired_pages", limit.expected(), one)
+    return per_gpu(f, check, limit.expected(), one)

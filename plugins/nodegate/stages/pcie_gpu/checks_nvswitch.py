@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from nodegate.core.checks import AnyCheck
 from nodegate.core.remediation import XID_ACTION_CLASS
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import judged
@@ -41,12 +42,12 @@ class SwitchError:
     source: str  # KERNEL or FABRIC_MANAGER
 
 
-def check_nvswitch(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
+def check_nvswitch(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.nvswitch: no NVSwitch SXid needing action (per the profile's SXid table)."""
     hours = p.xid.window_hours
     want = f"no NVSwitch SXid needing action in the last {hours} h"
     if f.klog is None:
-        return [cmd_error(f, "gpu.nvswitch", KERNEL, want, "kernel_log")]
+        return [cmd_error(f, check, KERNEL, want, "kernel_log")]
     errs = [SwitchError(sx.bdf, sx.sxid, sx.fatal, KERNEL) for sx in f.klog.sxids]
     # The kernel log holds every SXid; an unreadable fabric manager status is gpu.fabric's ERROR.
     fm_note = "; fabric manager journal not read (see gpu.fabric)" if p.fabric_manager else ""
@@ -61,14 +62,18 @@ def check_nvswitch(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     ev = f.evidence("kernel_log", "fabricmanager")
     if not errs:
         msg = f"no SXid in the kernel log of the last {hours} h{fm_note}"
-        return [judged("gpu.nvswitch", f.node, True, "NVSwitches", "none", want, msg, evidence=ev)]
+        return [judged(check, f.node, True, "NVSwitches", "none", want, msg, evidence=ev)]
     by_switch: dict[str, list[SwitchError]] = {}
     for e in errs:
         by_switch.setdefault(e.bdf, []).append(e)
-    return [_switch_verdict(f, bdf, by_switch[bdf], p.sxid, want, ev) for bdf in sorted(by_switch)]
+    return [
+        _switch_verdict(check, f, bdf, by_switch[bdf], p.sxid, want, ev)
+        for bdf in sorted(by_switch)
+    ]
 
 
 def _switch_verdict(
+    check: AnyCheck,
     f: PcieGpuFacts,
     bdf: str,
     errs: list[SwitchError],
@@ -90,7 +95,7 @@ def _switch_verdict(
         parts.append(f"SXid {code} ({meaning}, {sev}: {action}): {where}")
         worst = max(worst, action, key=XID_ACTIONS.index)
     return judged(
-        "gpu.nvswitch",
+        check,
         f.node,
         worst == "ignore",
         f"NVSwitch {bdf}",

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from nodegate.core.checks import AnyCheck
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error
 from nodegate.parsers.gpu_facts import NvsmiGpu
@@ -20,13 +21,13 @@ def gpu_name(g: NvsmiGpu) -> str:
     return " ".join(parts)
 
 
-def cmd_error(f: PcieGpuFacts, check: str, component: str, expected: Any, cmd: str) -> Verdict:
+def cmd_error(f: PcieGpuFacts, check: AnyCheck, component: str, expected: Any, cmd: str) -> Verdict:
     """Could not judge: the command's failure, never a pass."""
     return error(check, f.node, component, f.why(cmd), expected=expected, evidence=f.evidence(cmd))
 
 
 def per_gpu(
-    f: PcieGpuFacts, check: str, expected: Any, one: Callable[[NvsmiGpu], Verdict]
+    f: PcieGpuFacts, check: AnyCheck, expected: Any, one: Callable[[NvsmiGpu], Verdict]
 ) -> list[Verdict]:
     """`one` for every GPU nvidia-smi reported; ERROR when there is none to judge."""
     if f.nvsmi is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from nodegate.core.checks import Check, CheckTable
+from nodegate.core.checks import AnyCheck, Check, CheckTable
 from nodegate.core.majority import Majority
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error, judged
@@ -14,8 +14,10 @@ from nodegate.core.versions import VersionRule
 from nodegate.stages.reach.facts import ReachFacts, VersionFact
 from nodegate.stages.reach.profile import ReachProfile
 
-NodeCheck = Callable[[ReachFacts, ReachProfile], list[Verdict]]
-FleetCheck = Callable[[Mapping[str, ReachFacts], Mapping[str, ReachProfile]], list[Verdict]]
+NodeCheck = Callable[[AnyCheck, ReachFacts, ReachProfile], list[Verdict]]
+FleetCheck = Callable[
+    [AnyCheck, Mapping[str, ReachFacts], Mapping[str, ReachProfile]], list[Verdict]
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,13 +37,13 @@ DRIVER = VersionedPart(
 OFED = VersionedPart("ofed", "OFED", lambda f: f.ofed, lambda p: p.ofed)
 
 
-def ssh_session(facts: ReachFacts, prof: ReachProfile) -> list[Verdict]:
+def ssh_session(check: AnyCheck, facts: ReachFacts, prof: ReachProfile) -> list[Verdict]:
     """reach.ssh: the session ran every command, or was cut short."""
     ran, total = facts.commands_ran, facts.commands_total
     cut_short = bool(facts.session_detail) and ran < total
     return [
         judged(
-            "reach.ssh",
+            check,
             facts.node,
             not cut_short,
             "ssh",
@@ -53,9 +55,9 @@ def ssh_session(facts: ReachFacts, prof: ReachProfile) -> list[Verdict]:
     ]
 
 
-def os_release(facts: ReachFacts, prof: ReachProfile) -> list[Verdict]:
+def os_release(check: AnyCheck, facts: ReachFacts, prof: ReachProfile) -> list[Verdict]:
     """reach.os.release: ID and VERSION_ID are among the profile's."""
-    check, node, osf = "reach.os.release", facts.node, facts.os
+    node, osf = facts.node, facts.os
     want = f"ID in {list(prof.os_id.value)}, VERSION_ID in {list(prof.os_version_id.value)}"
     if osf.release is None:
         return [error(check, node, "os", osf.why or "", expected=want, evidence=osf.evidence)]
@@ -78,7 +80,7 @@ def os_release(facts: ReachFacts, prof: ReachProfile) -> list[Verdict]:
 
 
 def _unversioned(
-    check: str, node: str, part: VersionedPart, v: VersionFact, rule: VersionRule
+    check: AnyCheck, node: str, part: VersionedPart, v: VersionFact, rule: VersionRule
 ) -> Verdict:
     """No version read: not installed (required or not), or the command failed."""
     comp, why = part.component, v.why or "no value"
@@ -108,10 +110,10 @@ def _unversioned(
     )
 
 
-def version_check(check: str, part: VersionedPart) -> NodeCheck:
+def version_check(part: VersionedPart) -> NodeCheck:
     """`reach.<part>.version`: the installed version is allowed by the profile's rule."""
 
-    def judge(facts: ReachFacts, prof: ReachProfile) -> list[Verdict]:
+    def judge(check: AnyCheck, facts: ReachFacts, prof: ReachProfile) -> list[Verdict]:
         v, rule, comp = part.fact(facts), part.rule(prof), part.component
         if v.value is None:
             return [_unversioned(check, facts.node, part, v, rule)]
@@ -130,12 +132,12 @@ def version_check(check: str, part: VersionedPart) -> NodeCheck:
             )
         ]
 
-    judge.__name__ = judge.__qualname__ = check.replace(".", "_")
+    judge.__name__ = judge.__qualname__ = f"{part.key}_version"
     return judge
 
 
 def _against_majority(
-    check: str, node: str, part: VersionedPart, v: VersionFact, m: Majority
+    check: AnyCheck, node: str, part: VersionedPart, v: VersionFact, m: Majority
 ) -> Verdict:
     """One node's version against the majority of its profile's nodes."""
     comp, value = part.component, v.value
@@ -168,12 +170,12 @@ def _against_majority(
     )
 
 
-def uniform_check(check: str, part: VersionedPart) -> FleetCheck:
+def uniform_check(part: VersionedPart) -> FleetCheck:
     """`reach.<part>.uniform`: the version equals the majority among reachable nodes of the
     same profile that reported one (a tie fails every node in it)."""
 
     def judge(
-        facts: Mapping[str, ReachFacts], profiles: Mapping[str, ReachProfile]
+        check: AnyCheck, facts: Mapping[str, ReachFacts], profiles: Mapping[str, ReachProfile]
     ) -> list[Verdict]:
         by_profile: dict[str, list[str | None]] = {}
         for node, f in facts.items():
@@ -204,20 +206,23 @@ def uniform_check(check: str, part: VersionedPart) -> FleetCheck:
                 out.append(_against_majority(check, node, part, v, majority[prof.name]))
         return out
 
-    judge.__name__ = judge.__qualname__ = check.replace(".", "_")
+    judge.__name__ = judge.__qualname__ = f"{part.key}_uniform"
     return judge
 
+
+# The session check: the engine keeps a node that fails it out of every later stage.
+SSH: Check[ReachFacts, ReachProfile] = Check(
+    "reach.ssh",
+    "an SSH session opens and runs every command of the stage.",
+    ssh_session,
+    "ssh session",
+    "test_ssh_reachable",
+)
 
 CHECKS: CheckTable[ReachFacts, ReachProfile] = CheckTable(
     "reach",
     [
-        Check(
-            "reach.ssh",
-            "an SSH session opens and runs every command of the stage.",
-            ssh_session,
-            "ssh session",
-            "test_ssh_reachable",
-        ),
+        SSH,
         Check(
             "reach.os.release",
             "/etc/os-release ID and VERSION_ID are in the profile.",
@@ -228,14 +233,14 @@ CHECKS: CheckTable[ReachFacts, ReachProfile] = CheckTable(
         Check(
             "reach.kernel.version",
             "`uname -r` is allowed by the profile.",
-            version_check("reach.kernel.version", KERNEL),
+            version_check(KERNEL),
             "kernel",
             "test_kernel_version",
         ),
         Check(
             "reach.kernel.uniform",
             "the kernel equals the fleet majority (same profile).",
-            uniform_check("reach.kernel.uniform", KERNEL),
+            uniform_check(KERNEL),
             "kernel",
             "test_kernel_uniform",
             "fleet",
@@ -243,14 +248,14 @@ CHECKS: CheckTable[ReachFacts, ReachProfile] = CheckTable(
         Check(
             "reach.driver.version",
             "the NVIDIA kernel module version is allowed by the profile.",
-            version_check("reach.driver.version", DRIVER),
+            version_check(DRIVER),
             "nvidia driver",
             "test_driver_version",
         ),
         Check(
             "reach.driver.uniform",
             "the driver equals the fleet majority (same profile).",
-            uniform_check("reach.driver.uniform", DRIVER),
+            uniform_check(DRIVER),
             "nvidia driver",
             "test_driver_uniform",
             "fleet",
@@ -258,14 +263,14 @@ CHECKS: CheckTable[ReachFacts, ReachProfile] = CheckTable(
         Check(
             "reach.ofed.version",
             "`ofed_info -s` is allowed by the profile.",
-            version_check("reach.ofed.version", OFED),
+            version_check(OFED),
             "OFED",
             "test_ofed_version",
         ),
         Check(
             "reach.ofed.uniform",
             "OFED equals the fleet majority (same profile).",
-            uniform_check("reach.ofed.uniform", OFED),
+            uniform_check(OFED),
             "OFED",
             "test_ofed_uniform",
             "fleet",

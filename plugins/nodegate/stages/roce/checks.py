@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from nodegate.core.checks import Check, CheckTable
+from nodegate.core.checks import AnyCheck, Check, CheckTable
 from nodegate.core.majority import Majority
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error, judged
@@ -33,11 +33,10 @@ _FIX = {
 }
 
 
-def counters(group: str) -> Callable[[RoceFacts, RoceProfile], list[Verdict]]:
+def counters(group: str) -> Callable[[AnyCheck, RoceFacts, RoceProfile], list[Verdict]]:
     """`roce.counters.<group>`: each counter of the group read twice, judged on its rise."""
-    c = f"roce.counters.{group}"
 
-    def judge(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+    def judge(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
         ids = (rail_id("stats", r), RDMA_STAT, rail_id("stats_again", r), RDMA_STAT_AGAIN)
         ev = f.ev(*ids)
         first, again = rf.counters
@@ -66,9 +65,10 @@ def counters(group: str) -> Callable[[RoceFacts, RoceProfile], list[Verdict]]:
     return per_rail(judge)
 
 
-def ip_unique(facts: Mapping[str, RoceFacts], profiles: Mapping[str, RoceProfile]) -> list[Verdict]:
+def ip_unique(
+    c: AnyCheck, facts: Mapping[str, RoceFacts], profiles: Mapping[str, RoceProfile]
+) -> list[Verdict]:
     """roce.ip.unique: no rail address is held twice in the fleet (any node, any rail)."""
-    c = "roce.ip.unique"
     holders: dict[str, list[str]] = {}
     for n, f in facts.items():
         for r in profiles[n].rails:
@@ -133,11 +133,10 @@ def _attributes(f: RoceFacts, prof: RoceProfile, r: RoceRail) -> dict[str, str |
 
 
 def fleet_uniform(
-    facts: Mapping[str, RoceFacts], profiles: Mapping[str, RoceProfile]
+    c: AnyCheck, facts: Mapping[str, RoceFacts], profiles: Mapping[str, RoceProfile]
 ) -> list[Verdict]:
     """roce.fleet.uniform: per rail, trust, PFC, DSCP map, MTU and RoCE v2 GID index equal the
     majority of the same profile's nodes (a tie is no majority: every node in it fails)."""
-    c = "roce.fleet.uniform"
     seen: dict[tuple[str, int, str], list[str | None]] = {}
     mine: dict[tuple[str, int], dict[str, str | None]] = {}
     for n, f in facts.items():

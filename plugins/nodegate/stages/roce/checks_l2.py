@@ -1,33 +1,35 @@
 """Checks of the `roce` stage per rail, link and L2 QoS: rail map and link, MTU, trust mode,
-PFC, the DSCP map, ETS. Pure (RoceFacts, RoceProfile) -> verdicts, one per rail.
+PFC, the DSCP map, ETS. Pure (check, RoceFacts, RoceProfile) -> verdicts, one per rail.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from nodegate.core.checks import AnyCheck
+from nodegate.core.thresholds import Threshold
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error, judged
 from nodegate.stages.roce.commands import IP_ADDR, PORT, RDMA_LINK, rail_id
 from nodegate.stages.roce.facts import RailFacts, RoceFacts
 from nodegate.stages.roce.profile import RoceProfile, RoceRail
 
-RailJudge = Callable[[RoceFacts, RoceProfile, RoceRail, RailFacts], Verdict]
+RailJudge = Callable[[AnyCheck, RoceFacts, RoceProfile, RoceRail, RailFacts], Verdict]
 ACTIVE, LINK_UP = 4, 5  # IBTA port state and physical state codes
 
 
-def per_rail(judge: RailJudge) -> Callable[[RoceFacts, RoceProfile], list[Verdict]]:
+def per_rail(judge: RailJudge) -> Callable[[AnyCheck, RoceFacts, RoceProfile], list[Verdict]]:
     """A node check from a one-rail judge: one verdict per rail of the profile."""
 
-    def check(f: RoceFacts, prof: RoceProfile) -> list[Verdict]:
-        return [judge(f, prof, r, f.rails[r.rail]) for r in prof.rails]
+    def check(c: AnyCheck, f: RoceFacts, prof: RoceProfile) -> list[Verdict]:
+        return [judge(c, f, prof, r, f.rails[r.rail]) for r in prof.rails]
 
     check.__name__ = check.__qualname__ = judge.__name__
     return check
 
 
 def outcome(
-    c: str,
+    c: AnyCheck,
     f: RoceFacts,
     r: RoceRail,
     problems: list[str],
@@ -35,18 +37,21 @@ def outcome(
     expected: str,
     fix: str,
     ev: tuple[str, ...],
+    reference: Threshold | None = None,
 ) -> Verdict:
-    """PASS with `ok_text` when there is no problem, else FAIL naming every one."""
+    """PASS with `ok_text` when there is no problem, else FAIL naming every one; `reference`:
+    the one threshold judged, when one was."""
     got = "; ".join(problems) or ok_text
     msg = f"{r.device} {r.netdev}: {got}" + (f", expected {expected}" if problems else "")
     return judged(
-        c, f.node, not problems, r.label, got, expected, msg, remediation=fix, evidence=ev
-    )
+        c, f.node, not problems, r.label, got, expected, msg, remediation=fix, evidence=ev,
+        reference=reference,
+    )  # fmt: skip
 
 
-def rail_link(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def rail_link(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.rail.link: the RDMA port maps to the rail's netdev, ACTIVE/LINK_UP, link at speed."""
-    c, eth = "roce.rail.link", rail_id("ethtool", r)
+    eth = rail_id("ethtool", r)
     ev = f.ev(RDMA_LINK, eth)
     if f.rdma_links is None or rf.ethtool is None:
         return error(c, f.node, r.label, f.why(RDMA_LINK, eth), evidence=ev)
@@ -69,9 +74,9 @@ def rail_link(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Ve
     return outcome(c, f, r, problems, want, want, fix, ev)
 
 
-def mtu(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def mtu(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.mtu: the netdev MTU and the RDMA port's active MTU."""
-    c, dev = "roce.mtu", rail_id("devinfo", r)
+    dev = rail_id("devinfo", r)
     ev = f.ev(IP_ADDR, dev)
     link = f.link(r.netdev)
     if f.links is None or rf.port is None:
@@ -89,7 +94,7 @@ def mtu(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     return outcome(c, f, r, problems, f"netdev MTU {link.mtu}, RDMA MTU {active}", want, fix, ev)
 
 
-def _qos(c: str, f: RoceFacts, r: RoceRail, rf: RailFacts) -> Verdict | None:
+def _qos(c: AnyCheck, f: RoceFacts, r: RoceRail, rf: RailFacts) -> Verdict | None:
     """The ERROR verdict of a rail whose mlnx_qos is unreadable (None when it is readable)."""
     q = rail_id("mlnx_qos", r)
     if rf.qos is None:
@@ -97,9 +102,8 @@ def _qos(c: str, f: RoceFacts, r: RoceRail, rf: RailFacts) -> Verdict | None:
     return None
 
 
-def qos_trust(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def qos_trust(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.qos.trust: the port trusts DSCP (a node on `trust pcp` ignores the DSCP marking)."""
-    c = "roce.qos.trust"
     bad = _qos(c, f, r, rf)
     if bad is not None or rf.qos is None:
         return bad or error(c, f.node, r.label, "no mlnx_qos")
@@ -107,7 +111,8 @@ def qos_trust(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Ve
     problems = [] if t.holds(rf.qos.trust) else [f"trust {rf.qos.trust}"]
     fix = f"mlnx_qos -i {r.netdev} --trust {t.value}"
     ev = f.ev(rail_id("mlnx_qos", r))
-    return outcome(c, f, r, problems, f"trust {rf.qos.trust}", f"trust {t.expected()}", fix, ev)
+    shown = f"trust {rf.qos.trust}"
+    return outcome(c, f, r, problems, shown, f"trust {t.expected()}", fix, ev, reference=t)
 
 
 def pfc_shown(prios: tuple[int, ...]) -> str:
@@ -119,9 +124,8 @@ def _prios(prios: tuple[int, ...]) -> str:
     return "PFC " + pfc_shown(prios)
 
 
-def qos_pfc(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def qos_pfc(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.qos.pfc: PFC on exactly the profile's priorities (the RoCE one), nowhere else."""
-    c = "roce.qos.pfc"
     bad = _qos(c, f, r, rf)
     if bad is not None or rf.qos is None:
         return bad or error(c, f.node, r.label, "no mlnx_qos")
@@ -133,9 +137,10 @@ def qos_pfc(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verd
     return outcome(c, f, r, problems, _prios(got), _prios(want), fix, ev)
 
 
-def qos_dscp_map(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def qos_dscp_map(
+    c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts
+) -> Verdict:
     """roce.qos.dscp_map: RoCE DSCP -> the RoCE priority, CNP DSCP -> the CNP priority."""
-    c = "roce.qos.dscp_map"
     bad = _qos(c, f, r, rf)
     if bad is not None or rf.qos is None:
         return bad or error(c, f.node, r.label, "no mlnx_qos")
@@ -155,9 +160,8 @@ def qos_dscp_map(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) ->
     return outcome(c, f, r, problems, shown(got), shown(dict(want)), fix, ev)
 
 
-def qos_ets(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def qos_ets(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.qos.ets: the RoCE priority's traffic class is ETS with at least its share."""
-    c = "roce.qos.ets"
     bad = _qos(c, f, r, rf)
     if bad is not None or rf.qos is None:
         return bad or error(c, f.node, r.label, "no mlnx_qos")

@@ -1,12 +1,13 @@
 """Checks of the `roce` stage per rail, L3: ECN and CNP marking, rdma_cm's RoCE mode and ToS,
 the GID at the profile's index, the rail's address, routes and rules, ARP/rp_filter sysctls.
-Pure (RoceFacts, RoceProfile) -> verdicts, one per rail.
+Pure (check, RoceFacts, RoceProfile) -> verdicts, one per rail.
 """
 
 from __future__ import annotations
 
 import ipaddress
 
+from nodegate.core.checks import AnyCheck
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error
 from nodegate.parsers.iproute_json import IpAddress
@@ -48,9 +49,9 @@ def _int(f: RoceFacts, path: str) -> int:
     return int(v)
 
 
-def ecn(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def ecn(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.ecn: ECN notification point and reaction point (DCQCN) on the RoCE priority."""
-    c, p, ev = "roce.ecn", prof.qos.roce_priority, f.ev(FILES)
+    p, ev = prof.qos.roce_priority, f.ev(FILES)
     points = [
         ("roce_np", prof.ecn_np, "notification point"),
         ("roce_rp", prof.ecn_rp, "reaction point"),
@@ -69,9 +70,9 @@ def ecn(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     return outcome(c, f, r, problems, f"prio {p}: {shown}", f"prio {p}: {exp}", fix, ev)
 
 
-def cnp(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def cnp(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.cnp: CNPs leave in the profile's DSCP and 802.1p priority."""
-    c, ev = "roce.cnp", f.ev(FILES)
+    ev = f.ev(FILES)
     try:
         dscp, prio = _int(f, cnp_path(r, "cnp_dscp")), _int(f, cnp_path(r, "cnp_802p_prio"))
     except Unread as exc:
@@ -89,9 +90,9 @@ def cnp(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     return outcome(c, f, r, problems, f"CNP DSCP {dscp}, prio {prio}", want, fix, ev)
 
 
-def roce_mode(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def roce_mode(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.mode: rdma_cm's default RoCE mode of the port is v2."""
-    c, ev = "roce.mode", f.ev(FILES)
+    ev = f.ev(FILES)
     try:
         mode = _value(f, rdma_cm_path(r, "default_roce_mode"))
     except Unread as exc:
@@ -100,12 +101,12 @@ def roce_mode(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Ve
     t = prof.roce_mode
     problems = [] if t.holds(mode) else [f"default_roce_mode {mode}"]
     fix = f"cma_roce_mode -d {r.device} -p {PORT} -m 2"
-    return outcome(c, f, r, problems, mode, str(t.expected()), fix, ev)
+    return outcome(c, f, r, problems, mode, str(t.expected()), fix, ev, reference=t)
 
 
-def tos(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def tos(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.tos: rdma_cm's default ToS equals the profile's traffic class (NCCL_IB_TC)."""
-    c, ev = "roce.tos", f.ev(FILES)
+    ev = f.ev(FILES)
     try:
         got = _int(f, rdma_cm_path(r, "default_roce_tos"))
     except Unread as exc:
@@ -128,9 +129,9 @@ def rail_address(f: RoceFacts, r: RoceRail) -> str | None:
     return inside[0].local if len(inside) == 1 else None
 
 
-def ip_address(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def ip_address(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.ip.address: exactly one IPv4 address on the rail netdev, in the rail's subnet."""
-    c, ev = "roce.ip.address", f.ev(IP_ADDR)
+    ev = f.ev(IP_ADDR)
     if f.links is None:
         return error(c, f.node, r.label, f.why(IP_ADDR), evidence=ev)
     addrs = rail_addresses(f, r)
@@ -143,9 +144,9 @@ def ip_address(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> V
     return outcome(c, f, r, [] if ok else [shown], shown, want, fix, ev)
 
 
-def gid(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def gid(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.gid: the GID at the profile's index is RoCE v2 with the rail's IPv4 address."""
-    c, ev, idx = "roce.gid", f.ev(GIDS, IP_ADDR), prof.transport.gid_index
+    ev, idx = f.ev(GIDS, IP_ADDR), prof.transport.gid_index
     if f.gids is None:
         return error(c, f.node, r.label, f.why(GIDS), evidence=ev)
     addr = rail_address(f, r)
@@ -182,9 +183,9 @@ def gid(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     return outcome(c, f, r, problems, got, want, fix, ev)
 
 
-def routing(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def routing(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.ip.routing: the rail's subnet route (in its policy table) and its source rule."""
-    c, ev = "roce.ip.routing", f.ev(IP_ROUTE, IP_RULE, IP_ADDR)
+    ev = f.ev(IP_ROUTE, IP_RULE, IP_ADDR)
     if f.routes is None or f.rules is None or f.links is None:
         return error(c, f.node, r.label, f.why(IP_ROUTE, IP_RULE, IP_ADDR), evidence=ev)
     addr = rail_address(f, r)
@@ -205,9 +206,9 @@ def routing(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verd
     return outcome(c, f, r, problems, want, want, fix, ev)
 
 
-def sysctl(f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
+def sysctl(c: AnyCheck, f: RoceFacts, prof: RoceProfile, r: RoceRail, rf: RailFacts) -> Verdict:
     """roce.sysctl: arp_ignore, arp_announce, rp_filter of the rail (max of all and <if>)."""
-    c, ev = "roce.sysctl", f.ev(FILES)
+    ev = f.ev(FILES)
     try:
         eff = {
             s: max(_int(f, sysctl_path("all", s)), _int(f, sysctl_path(r.netdev, s)))
