@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-from nodegate.admission.gate import admission_doc, admission_schema, decide
+from nodegate.admission.gate import admission_doc, decide
+from nodegate.core import schemas
 from nodegate.core.results import RunResult
 from nodegate.core.values import Status, Verdict
 from nodegate.reports.folding import fold_reasons
@@ -92,7 +93,7 @@ def test_schema_rejects_admitted_node_with_reasons():
         }
     ]
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft202012Validator(admission_schema()).validate(doc)
+        schemas.validate("admission", doc)
 
 
 def test_fold_reasons_groups_nodes():

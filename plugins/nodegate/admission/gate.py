@@ -5,16 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import jsonschema
 
 from nodegate.admission.policy import AdmissionPolicy
 from nodegate.admission.remediation import UNJUDGED_CLASS, class_order
 from nodegate.admission.waivers import Waiver, WaiverSet
+from nodegate.core import schemas
 from nodegate.core.results import ADMISSION_FILE, RunResult
 from nodegate.core.values import Status, Verdict
 
@@ -188,13 +185,6 @@ def _interrupted(
     return decisions
 
 
-@lru_cache(maxsize=1)
-def admission_schema() -> dict[str, Any]:
-    text = resources.files("nodegate").joinpath("schemas/admission.schema.json").read_text("utf-8")
-    doc: dict[str, Any] = json.loads(text)
-    return doc
-
-
 def admission_doc(
     decisions: Mapping[str, NodeDecision],
     node_order: Iterable[str],
@@ -234,7 +224,7 @@ def admission_doc(
         **({"waivers": _waivers_json(decisions, ordered, waivers)} if waivers else {}),
         "nodes": {n: _node_json(decisions[n]) for n in ordered},
     }  # fmt: skip
-    jsonschema.Draft202012Validator(admission_schema()).validate(doc)
+    schemas.validate("admission", doc)
     return doc
 
 
