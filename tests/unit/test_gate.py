@@ -104,3 +104,20 @@ def test_fold_reasons_groups_nodes():
     vs[3] = Verdict(fail[0], "gpu2", *fail[1:], message=message)
     lines = fold_reasons(doc_for(result(*vs)))
     assert lines == [f"gpu[1-2]: reach.kernel.version FAIL [kernel]: {message}"]
+
+
+def test_a_reason_is_its_verdict_less_the_node() -> None:
+    from nodegate.admission.gate import Reason
+
+    v = Verdict(
+        "hca.fw", "n1", Status.FAIL, component="mlx5_0", observed="28.37.1014",
+        expected=">= 28.39", unit="version", message="old firmware",
+        remediation="update the firmware", evidence=("raw/n1/hca/fw.txt",),
+        remediation_class="reflash",
+    )  # fmt: skip
+    got = Reason.of(v).to_json()
+    assert list(got) == [
+        "check", "status", "component", "observed", "expected", "unit", "message",
+        "remediation", "remediation_class", "evidence",
+    ]  # fmt: skip
+    assert got == {k: v.to_json()[k] for k in got}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -35,18 +35,8 @@ class Reason:
 
     @classmethod
     def of(cls, v: Verdict) -> Reason:
-        return cls(
-            v.check,
-            v.status.value,
-            v.component,
-            v.observed,
-            v.expected,
-            v.message,
-            v.unit,
-            v.remediation,
-            v.evidence,
-            v.remediation_class,
-        )
+        """What a verdict says, less its node (the decision's): `Reason.of(verdict)`."""
+        return cls(status=v.status.value, **{k: getattr(v, k) for k in _FROM_VERDICT})
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +51,10 @@ class Reason:
             "remediation_class": self.remediation_class,
             "evidence": list(self.evidence),
         }
+
+
+# Every field of a Reason but its status (a word, not the verdict's enum) is the verdict's own.
+_FROM_VERDICT = tuple(f.name for f in fields(Reason) if f.name != "status")
 
 
 def _unjudged(check: str, status: str, message: str) -> Reason:
