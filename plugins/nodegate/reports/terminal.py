@@ -28,51 +28,8 @@ from nodegate.core.results import ADMISSION_FILE, REPORT_FILE
 from nodegate.core.safetext import printable
 from nodegate.reports.folding import observed_expected
 
-DEFAULT_SUMMARY_LINES = 30  # reason lines: with the header, one screen at 1,024 nodes
 FIRST_NODES = 8  # nodes named in a fold's header line
 NODESET_CHARS = 240  # an ADMITTED/REJECTED nodeset longer than this is cut: 3 lines at 80 columns
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("nodegate")
-    group.addoption(
-        "--item-reports",
-        action="store_true",
-        dest="nodegate_item_reports",
-        help="show pytest's per-item failure reports (FAILURES section, FAILED lines); off by "
-        "default in nodegate runs, whose evidence is in the run directory",
-    )
-    group.addoption(
-        "--summary-lines",
-        dest="nodegate_summary_lines",
-        metavar="N",
-        help=f"reason lines in the admission summary (default {DEFAULT_SUMMARY_LINES}; "
-        "0: every reason)",
-    )
-    parser.addini("nodegate_item_reports", "ini twin of --item-reports (true/false)", default=None)
-    parser.addini("nodegate_summary_lines", "ini twin of --summary-lines", default=None)
-
-
-def summary_budget(config: pytest.Config) -> int:
-    """--summary-lines (or its ini twin) as a whole number >= 0; raises pytest.UsageError."""
-    cli = config.getoption("nodegate_summary_lines", None)
-    raw = cli if cli is not None else config.getini("nodegate_summary_lines")
-    if raw is None or raw == "":
-        return DEFAULT_SUMMARY_LINES
-    text = str(raw).strip()
-    if not text.isdigit():
-        where = "" if cli is not None else " (from ini nodegate_summary_lines)"
-        raise pytest.UsageError(
-            f"nodegate: --summary-lines{where}: got {raw!r}, expected a whole number >= 0"
-        )
-    return int(text)
-
-
-def item_reports(config: pytest.Config) -> bool:
-    if config.getoption("nodegate_item_reports", False):
-        return True
-    raw = str(config.getini("nodegate_item_reports") or "").strip().lower()
-    return raw in {"true", "yes", "1", "on"}
 
 
 def quiet_item_reports(config: pytest.Config) -> None:
