@@ -8,7 +8,7 @@ from nodegate.admission.gate import admission_doc, decide
 from nodegate.core import schemas
 from nodegate.core.results import RunResult
 from nodegate.core.values import Status, Verdict
-from nodegate.reports.folding import fold_reasons
+from nodegate.reports.folding import folds, reason_line
 
 SEL = [
     ("reach.ssh", "gpu1"),
@@ -96,13 +96,15 @@ def test_schema_rejects_admitted_node_with_reasons():
         schemas.validate("admission", doc)
 
 
-def test_fold_reasons_groups_nodes():
+def test_folds_group_nodes():
     vs = all_pass()
     fail = ("reach.kernel.version", Status.FAIL, "kernel", "5.15.0-91", ">= 5.15.0-100")
     message = "kernel 5.15.0-91, expected >= 5.15.0-100"
     vs[1] = Verdict(fail[0], "gpu1", *fail[1:], message=message)
     vs[3] = Verdict(fail[0], "gpu2", *fail[1:], message=message)
-    lines = fold_reasons(doc_for(result(*vs)))
+    lines = [
+        reason_line(ns, r) for f in folds(doc_for(result(*vs))) for r, ns in f.reasons.values()
+    ]
     assert lines == [f"gpu[1-2]: reach.kernel.version FAIL [kernel]: {message}"]
 
 
