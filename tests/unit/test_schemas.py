@@ -18,8 +18,9 @@ def test_every_packaged_schema_loads_once_and_is_a_valid_schema() -> None:
 
 
 def test_validate_raises_for_a_document_nodegate_wrote_wrong() -> None:
-    with pytest.raises(jsonschema.ValidationError):
+    with pytest.raises(jsonschema.ValidationError) as exc:
         schemas.validate("waivers", {"waivers": 1})
+    assert str(exc.value) == "waivers.schema.json: waivers: 1 is not of type 'array', 'null'"
     schemas.validate("waivers", {"waivers": []})
 
 

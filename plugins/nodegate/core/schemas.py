@@ -37,8 +37,12 @@ def _validator(name: str) -> jsonschema.Draft202012Validator:
 
 
 def validate(name: str, doc: object) -> None:
-    """Check a document nodegate writes; raises jsonschema.ValidationError (a bug, not input)."""
-    _validator(name).validate(doc)
+    """Check a document nodegate writes (a bug, not input, when it fails): raises
+    jsonschema.ValidationError naming the schema file and the first key path wrong."""
+    errors = problems(name, doc)
+    if errors:
+        e = errors[0]
+        raise jsonschema.ValidationError(f"{name}{SUFFIX}: {where(e)}: {e.message}") from e
 
 
 def problems(
