@@ -23,9 +23,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugins"))
+sys.path.insert(0, str(REPO))  # tests.nccl_playback
 
 from nodegate.stages.nccl.plan import NcclJob  # noqa: E402
-from nodegate.stages.nccl.playback import bad_nodes, play  # noqa: E402
+
+from tests.nccl_playback import bad_nodes, play  # noqa: E402
 
 START_S = 10.0  # mpirun + orted start, NCCL init
 PER_NODE_S = 0.05  # bootstrap and ring set-up per node

@@ -8,11 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from ClusterShell.NodeSet import NodeSet
-from nodegate.admission.gate import admission_schema
-from nodegate.compare.abmode import compare_schema
+from nodegate.core import schemas
 
 from tests.integration.conftest import Run, base_model
 
@@ -59,7 +57,7 @@ def test_ab_pair_exits_regressed_naming_firmware_and_bandwidth(sim_fleet, tmp_pa
     run = changed.run(f"--compare-to={baseline}")
     assert run.rc == 7, run.stdout
     compare = json.loads((run.run_dir / "compare.json").read_text())
-    jsonschema.Draft202012Validator(compare_schema()).validate(compare)
+    schemas.validate("compare", compare)
     slow = {"gpu005", *rail3_partners(run, "gpu005")}
     assert len(slow) >= 2 and "gpu003" not in slow
     assert regressions(compare) == {
@@ -100,7 +98,7 @@ def test_ab_pair_exits_regressed_naming_firmware_and_bandwidth(sim_fleet, tmp_pa
     ) in lines
     # The slow rail passed its floor (360 Gb/s): only the second tier sees it in this run.
     admission = run.admission
-    jsonschema.Draft202012Validator(admission_schema()).validate(admission)
+    schemas.validate("admission", admission)
     assert set(run.rejected()) == {"gpu003"}
     flags = admission["outliers"]["flagged"]
     assert {(f["node"], f["component"], f["observed"], f["blocks_admission"]) for f in flags} == {

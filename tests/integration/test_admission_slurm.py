@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-from nodegate.actions.base import actions_schema
+from nodegate.core import schemas
 
 from .conftest import base_model
 
@@ -52,7 +51,7 @@ def settled(fleet: Any, node: str, timeout_s: float = 30.0) -> dict[str, tuple[s
 
 def actions(run: Any) -> dict[str, Any]:
     doc = json.loads((run.run_dir / "actions.json").read_text())
-    jsonschema.Draft202012Validator(actions_schema()).validate(doc)
+    schemas.validate("actions", doc)
     slurm: dict[str, Any] = doc["targets"]["slurm"]
     return slurm
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import jsonschema
 import pytest
-from nodegate.admission.gate import admission_schema
+from nodegate.core import schemas
 from nodegate.transport.evidence import resolve_evidence
 
 from tests.integration.conftest import base_model
@@ -51,7 +50,7 @@ def test_one_node_per_fault_rejected_for_it(sim_fleet, transport):
     fleet = sim_fleet(base_model(19, faults=faults), transport=transport)
     run = fleet.run("-m", "reach or pcie_gpu")
     assert run.rc == 1, run.stdout
-    jsonschema.Draft202012Validator(admission_schema()).validate(run.admission)
+    schemas.validate("admission", run.admission)
     rej = run.rejected()
     assert sorted(rej) == sorted(EXPECT), run.stdout
     assert sorted(run.passed()) == ["gpu001", "gpu002", "gpu019"]  # not qualified (#13)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import jsonschema
 import junitparser
 import pytest
-from nodegate.admission.gate import admission_schema
+from nodegate.core import schemas
 from nodegate.transport.evidence import resolve_evidence
 
 from tests.integration.conftest import base_model
@@ -33,7 +32,7 @@ def test_32_nodes_4_faults_exactly_those_rejected(sim_fleet):
     run = fleet.run("-m", "reach")
     assert run.rc == 1, run.stdout
     doc = run.admission
-    jsonschema.Draft202012Validator(admission_schema()).validate(doc)
+    schemas.validate("admission", doc)
     rej = run.rejected()
     assert sorted(rej) == ["gpu003", "gpu012", "gpu017", "gpu024"]
     assert len(run.passed()) == 28 and run.admitted() == []  # -m reach: not qualified (#13)

@@ -6,24 +6,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from nodegate.compare.abmode import (
     ABMode,
     check_same_fleet,
-    compare_schema,
     comparison_doc,
     summary_lines,
 )
 from nodegate.compare.abtest import FLEET, compare
 from nodegate.compare.baseline import (
     baseline_doc,
-    baseline_schema,
     component_key,
     load_baseline,
     save_baseline,
 )
 from nodegate.compare.regression import RegressionRules, regression_rules
+from nodegate.core import schemas
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import RunResult
 from nodegate.core.settings import build_settings
@@ -101,7 +99,7 @@ def regs(cmp: Any) -> set[tuple[str, str, str, str]]:
 
 def test_baseline_is_valid_and_keys_components_without_serials() -> None:
     base = healthy()
-    jsonschema.Draft202012Validator(baseline_schema()).validate(base)
+    schemas.validate("baseline", base)
     assert base["nodes"]["gpu1"]["checks"]["ib_pairs.rail.bandwidth"][RAIL3] == {
         "status": "pass",
         "observed": 386.0,
@@ -214,7 +212,7 @@ def test_compare_doc_validates_and_summary_folds_nodes(tmp_path: Path) -> None:
     run = doc({n: verdicts(n, bw={0: 386.0, 3: 366.7}) for n in NODES}, "new")
     cmp = compare(healthy(), run, rules())
     d = comparison_doc(cmp, "new", tmp_path)
-    jsonschema.Draft202012Validator(compare_schema()).validate(d)
+    schemas.validate("compare", d)
     assert d["summary"] == {
         "nodes_compared": 3,
         "changes": 4,

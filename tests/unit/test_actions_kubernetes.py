@@ -8,10 +8,9 @@ import types
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
-from nodegate.actions.base import actions_schema
 from nodegate.actions.kubernetes import PATCHES_FILE, KubernetesAction, label_value, node_patch
+from nodegate.core import schemas
 
 XID = {
     "check": "gpu.xid", "status": "fail", "component": "GPU2 0000:4c:00.0 serial 1650",
@@ -88,7 +87,7 @@ def test_dry_run_writes_the_reviewable_patches_and_the_plan(tmp_path: Path) -> N
                    "other_taints": "kept"},
     }  # fmt: skip
     actions = json.loads((tmp_path / "actions.json").read_text())
-    jsonschema.Draft202012Validator(actions_schema()).validate(actions)
+    schemas.validate("actions", actions)
     k = actions["targets"]["kubernetes"]
     assert (k["mode"], k["skipped"], k["error"], failures) == ("dry-run", None, None, [])
     assert [(a["node"], a["target"], a["action"], a["result"]) for a in k["actions"]] == [

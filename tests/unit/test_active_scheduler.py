@@ -84,13 +84,13 @@ class Fake(Campaign[T]):
     def __init__(self) -> None:
         self.gates = Gates()
 
-    def test_doc(self, test: T) -> dict[str, Any]:
+    def doc_of(self, test: T) -> dict[str, Any]:
         return {"key": test.key}
 
-    def test_nodes(self, test: T) -> tuple[str, ...]:
+    def nodes_of(self, test: T) -> tuple[str, ...]:
         return ()
 
-    def test_key(self, test: T) -> str:
+    def key_of(self, test: T) -> str:
         return test.key
 
     def resources(self, test: T) -> frozenset[Hashable]:
@@ -182,7 +182,7 @@ class GatedPairs(PairCampaign):
     gates: Gates
 
     async def execute(self, test: PairTest, spawn: Spawner) -> Execution:
-        return await self.gates.run(self.test_key(test), self.resources(test))
+        return await self.gates.run(self.key_of(test), self.resources(test))
 
 
 def pair_campaign(rails_concurrent: bool) -> GatedPairs:
@@ -220,7 +220,7 @@ def test_rails_concurrent_false_serializes_a_nodes_rails(
 
     first, after = asyncio.run(go())
     assert first == at_once
-    assert sorted(after) == sorted(camp.test_key(x) for x in tests)
+    assert sorted(after) == sorted(camp.key_of(x) for x in tests)
     assert camp.resources(tests[0]) == (
         {("a", 0), ("b", 0)} if rails_concurrent else {("a", "all rails"), ("b", "all rails")}
     )

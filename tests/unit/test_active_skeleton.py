@@ -90,13 +90,13 @@ class ToyCampaign(Campaign[GroupTest]):
         self.spawned: list[RemoteProcess] = []
         self.launcher = launcher  # one process per test, on its first node (like mpirun)
 
-    def test_doc(self, test: GroupTest) -> dict[str, Any]:
+    def doc_of(self, test: GroupTest) -> dict[str, Any]:
         return {"nodes": list(test.nodes)}
 
-    def test_nodes(self, test: GroupTest) -> tuple[str, ...]:
+    def nodes_of(self, test: GroupTest) -> tuple[str, ...]:
         return test.nodes
 
-    def test_key(self, test: GroupTest) -> str:
+    def key_of(self, test: GroupTest) -> str:
         return "+".join(test.nodes)
 
     async def execute(self, test: GroupTest, spawn: Spawner) -> Execution:

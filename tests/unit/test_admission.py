@@ -7,9 +7,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from nodegate.admission.gate import admission_doc, admission_schema, decide
+from nodegate.admission.gate import admission_doc, decide
 from nodegate.admission.policy import policy_of
 from nodegate.admission.remediation import CLASSES, RemediationTable, table_of
+from nodegate.core import schemas
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import RunResult
 from nodegate.core.values import Status, Verdict
@@ -181,10 +182,10 @@ def test_the_schema_refuses_a_not_qualified_node_with_a_failure() -> None:
     forged = doc["nodes"]["n1"]["reasons"][0] | {"status": "fail"}
     doc["nodes"]["n1"]["reasons"][0] = forged
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft202012Validator(admission_schema()).validate(doc)
+        schemas.validate("admission", doc)
     doc["nodes"]["n1"] |= {"reasons": [], "admitted": True}  # state still not_qualified
     with pytest.raises(jsonschema.ValidationError):  # state and admitted must agree
-        jsonschema.Draft202012Validator(admission_schema()).validate(doc)
+        schemas.validate("admission", doc)
 
 
 # -- options -------------------------------------------------------------------------------

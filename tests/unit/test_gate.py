@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-from nodegate.admission.gate import admission_doc, admission_schema, decide
+from nodegate.admission.gate import admission_doc, decide
+from nodegate.core import schemas
 from nodegate.core.results import RunResult
 from nodegate.core.values import Status, Verdict
-from nodegate.reports.folding import fold_reasons
+from nodegate.reports.folding import folds, reason_line
 
 SEL = [
     ("reach.ssh", "gpu1"),
@@ -92,14 +93,33 @@ def test_schema_rejects_admitted_node_with_reasons():
         }
     ]
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft202012Validator(admission_schema()).validate(doc)
+        schemas.validate("admission", doc)
 
 
-def test_fold_reasons_groups_nodes():
+def test_folds_group_nodes():
     vs = all_pass()
     fail = ("reach.kernel.version", Status.FAIL, "kernel", "5.15.0-91", ">= 5.15.0-100")
     message = "kernel 5.15.0-91, expected >= 5.15.0-100"
     vs[1] = Verdict(fail[0], "gpu1", *fail[1:], message=message)
     vs[3] = Verdict(fail[0], "gpu2", *fail[1:], message=message)
-    lines = fold_reasons(doc_for(result(*vs)))
+    lines = [
+        reason_line(ns, r) for f in folds(doc_for(result(*vs))) for r, ns in f.reasons.values()
+    ]
     assert lines == [f"gpu[1-2]: reach.kernel.version FAIL [kernel]: {message}"]
+
+
+def test_a_reason_is_its_verdict_less_the_node() -> None:
+    from nodegate.admission.gate import Reason
+
+    v = Verdict(
+        "hca.fw", "n1", Status.FAIL, component="mlx5_0", observed="28.37.1014",
+        expected=">= 28.39", unit="version", message="old firmware",
+        remediation="update the firmware", evidence=("raw/n1/hca/fw.txt",),
+        remediation_class="reflash",
+    )  # fmt: skip
+    got = Reason.of(v).to_json()
+    assert list(got) == [
+        "check", "status", "component", "observed", "expected", "unit", "message",
+        "remediation", "remediation_class", "evidence",
+    ]  # fmt: skip
+    assert got == {k: v.to_json()[k] for k in got}

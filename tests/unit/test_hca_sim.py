@@ -1,15 +1,12 @@
-"""The simulated HCA tools agree with each other: what ibstat, ibv_devinfo, perfquery, flint and
-mlxlink say (parsed by the real parsers) is what the node's sysfs says, faults included."""
+"""The simulated HCA tools agree with each other: what ibv_devinfo and mlxlink say (parsed by
+the real parsers) is what the node's sysfs says, faults included."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from nodegate.parsers.flint import parse_flint_query
 from nodegate.parsers.ib_sysfs import parse_ib_sysfs
-from nodegate.parsers.ibstat import parse_ibstat
 from nodegate.parsers.ibv_devinfo import parse_ibv_devinfo
-from nodegate.parsers.perfquery import parse_perfquery
 from nodegate.sim.model import Fault, SimNode
 from nodegate.sim.nodefs import Counter, Symlink
 from nodegate.sim.tools import hca_diag
@@ -42,34 +39,22 @@ def test_diagnostics_agree_with_sysfs() -> None:
     devs = node_hcas(FAULTY)
     sysfs = {d.name: d for d in parse_ib_sysfs(sysfs_listing(devs, 0)).devices}
     assert "mlx5_2" not in sysfs and len(sysfs) == 8
-    ibstat = {c.name: c for c in parse_ibstat(hca_diag.ibstat(devs)).cas}
     verbs = {d.hca_id: d for d in parse_ibv_devinfo(hca_diag.ibv_devinfo(devs)).devices}
-    assert set(ibstat) == set(verbs) == set(sysfs)
+    assert set(verbs) == set(sysfs)
     for name, s in sysfs.items():
         port = s.ports[0]
-        assert ibstat[name].fw_version == verbs[name].fw_ver == s.fw_ver
+        assert verbs[name].fw_ver == s.fw_ver
         assert verbs[name].board_id == s.board_id
-        assert ibstat[name].ports[0].rate_gbps == port.rate.rate_gbps
-        assert (
-            ibstat[name].ports[0].state_code == verbs[name].ports[0].state_code == port.state_code
-        )
+        assert verbs[name].ports[0].state_code == port.state_code
     assert sysfs["mlx5_5"].fw_ver == "28.37.1014" and sysfs["mlx5_0"].fw_ver == "28.39.1002"
     assert sysfs["mlx5_4"].ports[0].rate.raw == "200 Gb/sec (2X NDR)"
-    for i, d in enumerate(devs):
-        flint = parse_flint_query(hca_diag.flint_q(d))
-        assert (flint.fw_version, flint.psid) == (sysfs[d.name].fw_ver, sysfs[d.name].board_id)
-        perf = parse_perfquery(hca_diag.perfquery_x(d, i)).ports[0].counters
-        again = parse_ib_sysfs(sysfs_listing(devs, 1))
-        port = next(x for x in again.devices if x.name == d.name).ports[0]
-        assert perf["SymbolErrorCounter"] == port.counters["symbol_error"]
-    assert perf["PortRcvErrors"] == 14  # the corpus port's absolute counters
 
 
 def test_every_fault_is_registered_and_known_tools_are_rendered() -> None:
     assert set(PROVIDER.faults) == set(FAULTS)
     names = {t.name for t in PROVIDER.tools(FAULTY)}
     # no `grep`: the node's real grep reads its /sys (sim/nodefs.py)
-    assert names == {"nvidia-smi", "mlxlink", "ibstat", "ibv_devinfo", "perfquery", "flint"}
+    assert names == {"nvidia-smi", "mlxlink", "ibv_devinfo"}
     files = PROVIDER.files(FAULTY)
     assert files["/sys/module/nvidia_peermem/initstate"] == "live\n"
     links = {p: e for p, e in files.items() if isinstance(e, Symlink)}

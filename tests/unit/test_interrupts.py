@@ -16,7 +16,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from nodegate.admission.gate import admission_doc, admission_schema, decide
+from nodegate.admission.gate import admission_doc, decide
+from nodegate.core import schemas
 from nodegate.core.checks import Check, CheckTable
 from nodegate.core.results import RunResult
 from nodegate.core.values import Status, Verdict
@@ -143,7 +144,7 @@ def test_an_interrupted_run_admits_no_node_and_keeps_measured_failures() -> None
     )
     forged = {**doc, "summary": {"nodes": 3, "admitted": 1, "rejected": 2}}
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft202012Validator(admission_schema()).validate(forged)
+        schemas.validate("admission", forged)
 
 
 def test_latest_stays_on_the_last_complete_run(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from nodegate.stages.nccl.plan import NcclJob, auto_group_nodes
-from nodegate.stages.nccl.playback import bad_nodes, needs_nodes, play
+
+from tests.nccl_playback import bad_nodes, needs_nodes, play
 
 
 def names(n: int) -> list[str]:

@@ -9,9 +9,10 @@ from nodegate.core.values import Status, Verdict
 from nodegate.profiles import ProfileLibrary
 from nodegate.stages.nccl.checks import LOCALIZED, WHOLE, Judge
 from nodegate.stages.nccl.plan import NcclOutcome
-from nodegate.stages.nccl.playback import Played, bad_nodes, erring_nodes, needs_nodes, play
 from nodegate.stages.nccl.profile import nccl_profile
 from nodegate.stages.nccl.results import JobReading
+
+from tests.nccl_playback import Played, bad_nodes, erring_nodes, needs_nodes, play
 
 REPO = Path(__file__).resolve().parents[2]
 HANG = "job did not finish within 10 s: every rank killed"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from nodegate.core.safetext import html_text, printable, printable_lines
 from nodegate.core.values import Status, Verdict
-from nodegate.reports.folding import fold_reasons
+from nodegate.reports.folding import folds, reason_line
 from nodegate.reports.terminal import summary_lines
 from nodegate.session.collection import CheckView
 
@@ -57,6 +57,11 @@ def doc(nodes: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "summary": {"nodes": len(nodes), "admitted": 0, "rejected": len(nodes)},
         "nodes": {n: {"admitted": False, "reasons": rs} for n, rs in nodes.items()},
     }
+
+
+def reason_lines(d: dict[str, Any]) -> list[str]:
+    """Every distinct reason with its folded nodes, as the terminal writes it (no indent)."""
+    return [printable(reason_line(ns, r)) for f in folds(d) for r, ns in f.reasons.values()]
 
 
 def test_summary_escapes_node_text() -> None:
@@ -159,14 +164,14 @@ def test_summary_escapes_node_text() -> None:
     ],
 )
 def test_failure_line_shows_observed_and_expected(r: dict[str, Any], line: str) -> None:
-    assert fold_reasons(doc({"gpu1": [r]})) == [line]
+    assert reason_lines(doc({"gpu1": [r]})) == [line]
 
 
 def test_nodes_fold_only_when_their_values_agree() -> None:
     a = reason(observed="rocky 9.3", expected="ID in ['ubuntu']", message="Rocky")
     b = reason(observed="rocky 9.4", expected="ID in ['ubuntu']", message="Rocky")
     tail = "expected ID in ['ubuntu'])"
-    assert fold_reasons(doc({"gpu1": [a], "gpu2": [a], "gpu3": [b]})) == [
+    assert reason_lines(doc({"gpu1": [a], "gpu2": [a], "gpu3": [b]})) == [
         f"gpu[1-2]: reach.os.release FAIL [os]: Rocky (observed rocky 9.3, {tail}",
         f"gpu3: reach.os.release FAIL [os]: Rocky (observed rocky 9.4, {tail}",
     ]

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 from nodegate.core import bundled
 from nodegate.core.errors import ConfigError
-from nodegate.core.settings import DEFAULT_FANOUT, OPTIONS, Settings, build_settings
+from nodegate.core.settings import (
+    DEFAULT_FANOUT,
+    DEFAULT_SUMMARY_LINES,
+    OPTIONS,
+    Settings,
+    build_settings,
+)
 
 KNOWN = {"ssh", "local", "replay"}
 ROOT = Path("/srv/site")
@@ -138,6 +144,61 @@ def test_ini_booleans(value, expected):
     ],
 )
 def test_bad_values_name_the_option_and_what_is_accepted(cli, ini, message):
+    with pytest.raises(ConfigError) as exc:
+        build(cli, ini)
+    assert str(exc.value) == message
+
+
+def test_terminal_options_from_the_command_line_or_their_ini_twins():
+    assert (build().progress, build().item_reports, build().summary_lines) == ("auto", False, 30)
+    cli = {
+        "nodegate_progress": "plain",
+        "nodegate_item_reports": True,
+        "nodegate_summary_lines": "0",
+    }
+    s = build(cli, {"nodegate_progress": "off", "nodegate_summary_lines": "5"})
+    assert (s.progress, s.item_reports, s.summary_lines) == ("plain", True, 0)
+    ini = {"nodegate_progress": " live ", "nodegate_item_reports": "yes"}
+    s = build({"nodegate_item_reports": False}, ini | {"nodegate_summary_lines": " 12 "})
+    assert (s.progress, s.item_reports, s.summary_lines) == ("live", True, 12)
+    s = build({"nodegate_progress": "", "nodegate_summary_lines": ""}, {})  # `--progress=`
+    assert (s.progress, s.summary_lines) == ("auto", DEFAULT_SUMMARY_LINES)
+
+
+@pytest.mark.parametrize(
+    ("cli", "ini", "message"),
+    [
+        (
+            {},
+            {"nodegate_item_reports": "maybe"},
+            "--item-reports (from ini nodegate_item_reports): got 'maybe', "
+            "expected one of true/false, yes/no, 1/0, on/off",
+        ),
+        (
+            {"nodegate_summary_lines": "many"},
+            {},
+            "--summary-lines: got 'many', expected a whole number >= 0",
+        ),
+        (
+            {},
+            {"nodegate_summary_lines": "-1"},
+            "--summary-lines (from ini nodegate_summary_lines): got '-1', "
+            "expected a whole number >= 0",
+        ),
+        (
+            {"nodegate_progress": "loud"},
+            {},
+            "--progress: got 'loud', expected one of auto, live, plain, off",
+        ),
+        (
+            {},
+            {"nodegate_progress": "bars"},
+            "--progress (from ini nodegate_progress): got 'bars', "
+            "expected one of auto, live, plain, off",
+        ),
+    ],
+)
+def test_bad_terminal_options_are_usage_errors(cli, ini, message):
     with pytest.raises(ConfigError) as exc:
         build(cli, ini)
     assert str(exc.value) == message

@@ -106,6 +106,20 @@ CASES = {
         "--transport (from ini nodegate_transport): got 'bogus', expected one of local, "
         "replay, slurm, ssh",
     ),
+    "ini-item-reports": Case(
+        pytest_run("-o", "nodegate_item_reports=maybe"),
+        "--item-reports (from ini nodegate_item_reports): got 'maybe', expected one of "
+        "true/false, yes/no, 1/0, on/off",
+    ),
+    "ini-summary-lines": Case(
+        pytest_run("-o", "nodegate_summary_lines=-1"),
+        "--summary-lines (from ini nodegate_summary_lines): got '-1', expected a whole number >= 0",
+    ),
+    "ini-progress": Case(
+        pytest_run("-o", "nodegate_progress=loud"),
+        "--progress (from ini nodegate_progress): got 'loud', expected one of auto, live, "
+        "plain, off",
+    ),
     "ssh-config-proxycommand": Case(
         ("--inventory=inv-proxy.yaml",),
         "{tmp}/proxy_config:2: ProxyCommand (used for n1) is not supported; use ProxyJump",

@@ -13,15 +13,13 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema
 from ClusterShell.NodeSet import NodeSet
 
 from nodegate.admission.remediation import UNJUDGED_CLASS, class_order
+from nodegate.core import schemas
 from nodegate.core.results import ACTIONS_FILE
 from nodegate.core.safetext import printable
 
@@ -127,13 +125,6 @@ class ActionRecord:
 _ALWAYS = ("before", "reason", "after", "error")
 
 
-@lru_cache(maxsize=1)
-def actions_schema() -> dict[str, Any]:
-    text = resources.files("nodegate").joinpath("schemas/actions.schema.json").read_text("utf-8")
-    doc: dict[str, Any] = json.loads(text)
-    return doc
-
-
 def record(
     run_dir: Path,
     doc: Mapping[str, Any],
@@ -154,7 +145,7 @@ def record(
         "error": error,
         "actions": [r.to_json() for r in records],
     }
-    jsonschema.Draft202012Validator(actions_schema()).validate(out)
+    schemas.validate("actions", out)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
-
-import jsonschema
 
 from nodegate.admission.policy import AdmissionPolicy
 from nodegate.admission.remediation import UNJUDGED_CLASS, class_order
 from nodegate.admission.waivers import Waiver, WaiverSet
+from nodegate.core import schemas
 from nodegate.core.results import ADMISSION_FILE, RunResult
 from nodegate.core.values import Status, Verdict
 
@@ -38,18 +35,8 @@ class Reason:
 
     @classmethod
     def of(cls, v: Verdict) -> Reason:
-        return cls(
-            v.check,
-            v.status.value,
-            v.component,
-            v.observed,
-            v.expected,
-            v.message,
-            v.unit,
-            v.remediation,
-            v.evidence,
-            v.remediation_class,
-        )
+        """What a verdict says, less its node (the decision's): `Reason.of(verdict)`."""
+        return cls(status=v.status.value, **{k: getattr(v, k) for k in _FROM_VERDICT})
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +51,10 @@ class Reason:
             "remediation_class": self.remediation_class,
             "evidence": list(self.evidence),
         }
+
+
+# Every field of a Reason but its status (a word, not the verdict's enum) is the verdict's own.
+_FROM_VERDICT = tuple(f.name for f in fields(Reason) if f.name != "status")
 
 
 def _unjudged(check: str, status: str, message: str) -> Reason:
@@ -188,13 +179,6 @@ def _interrupted(
     return decisions
 
 
-@lru_cache(maxsize=1)
-def admission_schema() -> dict[str, Any]:
-    text = resources.files("nodegate").joinpath("schemas/admission.schema.json").read_text("utf-8")
-    doc: dict[str, Any] = json.loads(text)
-    return doc
-
-
 def admission_doc(
     decisions: Mapping[str, NodeDecision],
     node_order: Iterable[str],
@@ -234,7 +218,7 @@ def admission_doc(
         **({"waivers": _waivers_json(decisions, ordered, waivers)} if waivers else {}),
         "nodes": {n: _node_json(decisions[n]) for n in ordered},
     }  # fmt: skip
-    jsonschema.Draft202012Validator(admission_schema()).validate(doc)
+    schemas.validate("admission", doc)
     return doc
 
 

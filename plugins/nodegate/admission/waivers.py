@@ -18,19 +18,15 @@ waived: nothing that did not run is a pass.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
+from nodegate.core import schemas
 from nodegate.core.errors import ConfigError
 from nodegate.inventory.select import make_resolver, parse_nodeset
-from nodegate.inventory.yamlio import key_path, load_yaml
+from nodegate.inventory.yamlio import load_yaml
 
 WAIVABLE = frozenset({"fail", "error"})
 
@@ -91,13 +87,6 @@ class WaiverSet:
         return [f"{w.describe()} expired on {w.expires.isoformat()}: ignored" for w in self.expired]
 
 
-@lru_cache(maxsize=1)
-def waivers_schema() -> dict[str, Any]:
-    text = resources.files("nodegate").joinpath("schemas/waivers.schema.json").read_text("utf-8")
-    doc: dict[str, Any] = json.loads(text)
-    return doc
-
-
 def today_utc() -> dt.date:
     return dt.datetime.now(dt.timezone.utc).date()
 
@@ -120,13 +109,9 @@ def load_waivers(
     except ValueError as exc:  # PyYAML's date constructor: `2026-02-30`
         raise ConfigError(f"{src}: not a valid date: {exc}") from None
     doc = _dates_as_text(raw)
-    errors = sorted(
-        jsonschema.Draft202012Validator(waivers_schema()).iter_errors(doc),
-        key=lambda e: list(map(str, e.absolute_path)),
-    )
+    errors = schemas.problems("waivers", doc)
     if errors:
-        e = errors[0]
-        raise ConfigError(f"{src}: {key_path(e.absolute_path)}: {e.message}")
+        raise ConfigError(f"{src}: {schemas.where(errors[0])}: {errors[0].message}")
     resolver = make_resolver(groups, list(names))
     day = today or today_utc()
     active: list[Waiver] = []

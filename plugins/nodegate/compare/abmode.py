@@ -7,18 +7,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from ClusterShell.NodeSet import NodeSet
 
 from nodegate.compare.abtest import FLEET, Change, Comparison, compare
 from nodegate.compare.baseline import load_baseline, run_baseline, save_baseline
 from nodegate.compare.regression import RegressionRules, regression_rules
+from nodegate.core import schemas
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import COMPARE_FILE
 from nodegate.core.safetext import printable
@@ -49,13 +47,6 @@ def check_same_fleet(baseline: Mapping[str, Any], profiles: Mapping[str, str], w
         )
 
 
-@lru_cache(maxsize=1)
-def compare_schema() -> dict[str, Any]:
-    text = resources.files("nodegate").joinpath("schemas/compare.schema.json").read_text("utf-8")
-    doc: dict[str, Any] = json.loads(text)
-    return doc
-
-
 def comparison_doc(cmp: Comparison, run_id: str, baseline_dir: Path) -> dict[str, Any]:
     """compare.json's content, validated against schemas/compare.schema.json."""
     regressed_nodes = sorted({c.scope for c in cmp.regressions if c.scope != FLEET})
@@ -76,7 +67,7 @@ def comparison_doc(cmp: Comparison, run_id: str, baseline_dir: Path) -> dict[str
         "checks_only_in_run": cmp.checks_only_in_run,
         "changes": [c.to_json() for c in cmp.changes],
     }
-    jsonschema.Draft202012Validator(compare_schema()).validate(doc)
+    schemas.validate("compare", doc)
     return doc
 
 

@@ -12,13 +12,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
+from nodegate.core import schemas
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import ADMISSION_FILE, BASELINE_FILE, RunResult
 from nodegate.core.values import Status, Verdict
@@ -100,17 +97,10 @@ def run_baseline(run_dir: Path) -> dict[str, Any]:
     return baseline_doc(admission, RunResult.read(run_dir))
 
 
-@lru_cache(maxsize=1)
-def baseline_schema() -> dict[str, Any]:
-    text = resources.files("nodegate").joinpath("schemas/baseline.schema.json").read_text("utf-8")
-    doc: dict[str, Any] = json.loads(text)
-    return doc
-
-
 def save_baseline(doc: Mapping[str, Any], dest: Path) -> Path:
     """Write `dest/baseline.json` (validated; `dest` made if missing, an older baseline
     there replaced whole)."""
-    jsonschema.Draft202012Validator(baseline_schema()).validate(doc)
+    schemas.validate("baseline", doc)
     dest.mkdir(parents=True, exist_ok=True)
     path = dest / BASELINE_FILE
     tmp = path.with_suffix(".tmp")
@@ -128,12 +118,10 @@ def load_baseline(dest: Path) -> dict[str, Any]:
         raise ConfigError(f"--compare-to: cannot read {path}: {exc.__class__.__name__}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"--compare-to: {path} is not JSON: {exc}") from None
-    validator = jsonschema.Draft202012Validator(baseline_schema())
-    errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    errors = schemas.problems("baseline", doc)
     if errors:
-        where = ".".join(str(p) for p in errors[0].absolute_path) or "(top level)"
         raise ConfigError(
             f"--compare-to: {path} is not a nodegate baseline (schema_version "
-            f"{SCHEMA_VERSION}): {where}: {errors[0].message[:200]}"
+            f"{SCHEMA_VERSION}): {schemas.where(errors[0])}: {errors[0].message[:200]}"
         )
     return dict(doc)

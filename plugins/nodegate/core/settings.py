@@ -35,6 +35,8 @@ DEFAULT_TRANSPORT = "ssh"
 REPLAY_TRANSPORT = "replay"
 BUNDLE_HINT = "a capture bundle or a run's raw/"
 ACTIONS = ("slurm", "kubernetes")  # built-in --act names (nodegate.actions)
+PROGRESS_MODES = ("auto", "live", "plain", "off")  # --progress (nodegate.session.progress)
+DEFAULT_SUMMARY_LINES = 30  # reason lines: with the header, one screen at 1,024 nodes
 
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
@@ -119,6 +121,24 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "--apply", "carry out the --act actions (default: dry-run, a plan only)", kind="flag"
     ),
     OptionSpec("--kubeconfig", "kubeconfig for --act kubernetes --apply", "FILE"),
+    # The terminal (nodegate.session.progress, nodegate.reports.terminal)
+    OptionSpec(
+        "--progress",
+        "stage progress while the fleet is gathered: auto (live bars on a terminal, plain "
+        "lines otherwise, none with -q off a terminal), live, plain or off (default auto)",
+        "MODE",
+    ),
+    OptionSpec(
+        "--item-reports",
+        "show pytest's per-item failure reports (FAILURES section, FAILED lines); off by "
+        "default in nodegate runs, whose evidence is in the run directory",
+        kind="flag",
+    ),
+    OptionSpec(
+        "--summary-lines",
+        f"reason lines in the admission summary (default {DEFAULT_SUMMARY_LINES}; 0: every reason)",
+        "N",
+    ),
 )
 OPTION = {o.flag: o for o in OPTIONS}
 
@@ -146,6 +166,9 @@ class Settings:
     act: tuple[str, ...] = ()
     apply: bool = False
     kubeconfig: Path | None = None
+    progress: str = "auto"  # one of PROGRESS_MODES; "auto" is resolved against the terminal
+    item_reports: bool = False
+    summary_lines: int = DEFAULT_SUMMARY_LINES  # 0: every reason
 
     def active_limit(self, inventory_max_active: int | None) -> int:
         """The channel limit of active stages: given (command line or ini), else the
@@ -231,6 +254,22 @@ def _dirs(g: _Given) -> tuple[Path, ...]:
     if isinstance(g.value, (list, tuple)):
         return tuple(Path(str(d)) for d in g.value)
     raise g.bad("one or more directories")
+
+
+def _count(g: _Given, default: int) -> int:
+    if g.value is None or g.value == "":
+        return default
+    text = str(g.value).strip()
+    if isinstance(g.value, bool) or not (text.isascii() and text.isdigit()):
+        raise g.bad("a whole number >= 0")
+    return int(text)
+
+
+def _progress(g: _Given) -> str:
+    mode = "auto" if g.value is None or g.value == "" else str(g.value).strip()
+    if mode not in PROGRESS_MODES:
+        raise g.bad("one of " + ", ".join(PROGRESS_MODES))
+    return mode
 
 
 def _run_id(g: _Given) -> str | None:
@@ -338,6 +377,9 @@ def build_settings(
         save_baseline=_baseline_dir(given("--save-baseline"), must_exist=False),
         compare_to=_baseline_dir(given("--compare-to"), must_exist=True),
         **_admission(given),
+        progress=_progress(given("--progress")),
+        item_reports=_boolean(given("--item-reports")),
+        summary_lines=_count(given("--summary-lines"), DEFAULT_SUMMARY_LINES),
     )
 
 

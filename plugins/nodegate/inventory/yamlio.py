@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import datetime
-import json
-from collections.abc import Iterable
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import yaml
-from jsonschema import Draft202012Validator
 
+from nodegate.core import schemas
 from nodegate.core.errors import ConfigError
+from nodegate.core.schemas import key_path
 
 MAX_YAML_DEPTH = 100  # nesting levels; PyYAML composes recursively (5,000 is a RecursionError)
 
@@ -91,11 +88,6 @@ def load_yaml(source: str, text: str) -> object:
         raise ConfigError(f"{source}: YAML error: {exc}") from None
 
 
-def key_path(parts: Iterable[object]) -> str:
-    """'nodes.gpu[001-004].ssh.port' from path parts; '(top level)' for the root."""
-    return ".".join(str(p) for p in parts) or "(top level)"
-
-
 def check_string_keys(source: str, doc: object, path: tuple[object, ...] = ()) -> None:
     """Every mapping key must be a string (YAML turns `01:` or `yes:` into int/bool)."""
     if isinstance(doc, dict):
@@ -137,12 +129,6 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-@lru_cache(maxsize=1)
-def _validator() -> Any:
-    text = resources.files("nodegate").joinpath("schemas/inventory.schema.json").read_text("utf-8")
-    return Draft202012Validator(json.loads(text))
-
-
 def _describe(error: Any) -> str:
     """One jsonschema error as 'key.path: what was wrong, what was expected'."""
     path = key_path(error.absolute_path)
@@ -182,10 +168,7 @@ def _describe(error: Any) -> str:
 
 def validate_schema(source: str, doc: object) -> None:
     """Validate against inventory.schema.json; the first problem (by key path) is raised."""
-    errors = sorted(
-        _validator().iter_errors(doc),
-        key=lambda e: ([str(p) for p in e.absolute_path], str(e.validator)),
-    )
+    errors = schemas.problems("inventory", doc, then_keyword=True)
     if errors:
         more = len(errors) - 1
         tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""

@@ -1,6 +1,6 @@
 """Parse the `dcgmi diag` text table (DCGM 3.x/4.x, `-v`) into the diag facts (also built from -j).
 
-`dcgmi diag -j` is read by `dcgm_json`, `dcgmi discovery -l` by `dcgm_discovery`.
+`dcgmi diag -j` is read by `dcgm_json`.
 """
 
 from __future__ import annotations

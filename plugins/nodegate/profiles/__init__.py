@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import json
+import copy
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-import jsonschema
-
-from nodegate.core import bundled
+from nodegate.core import bundled, schemas
 from nodegate.core.errors import ConfigError
 from nodegate.core.thresholds import DIRECTIONS
 from nodegate.inventory.yamlio import load_yaml
@@ -50,32 +47,23 @@ def profile_schema() -> dict[str, Any]:
 
     A fragment's `$defs` may refer to the base's shared definitions (`#/$defs/versionRule`).
     """
-    root = resources.files("nodegate").joinpath("schemas")
-    doc: dict[str, Any] = json.loads(root.joinpath("profile.schema.json").read_text("utf-8"))
-    for entry in sorted(root.iterdir(), key=lambda e: e.name):
-        name = entry.name
-        if not (name.startswith("profile.") and name.endswith(".schema.json")):
+    doc = copy.deepcopy(schemas.load("profile"))
+    for name in schemas.names():
+        stage = name.removeprefix("profile.")
+        if stage == name or not stage:
             continue
-        stage = name[len("profile.") : -len(".schema.json")]
-        if stage == "schema" or not stage:
-            continue
-        frag: dict[str, Any] = json.loads(entry.read_text("utf-8"))
+        frag = copy.deepcopy(schemas.load(name))
         frag.pop("$schema", None)
         doc["$defs"].update(frag.pop("$defs", {}))
         doc["properties"][stage] = frag
     return doc
 
 
-def _where(err: jsonschema.ValidationError) -> str:
-    return ".".join(str(p) for p in err.absolute_path) or "(top level)"
-
-
 def validate_profile(doc: Any, source: str) -> None:
     """Raise ConfigError naming the file and every offending key path."""
-    validator = jsonschema.Draft202012Validator(profile_schema())
-    errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    errors = schemas.problems(profile_schema(), doc)
     if errors:
-        lines = [f"{_where(e)}: {e.message}" for e in errors[:10]]
+        lines = [f"{schemas.where(e)}: {e.message}" for e in errors[:10]]
         raise ConfigError(f"invalid profile {source}:\n  " + "\n  ".join(lines))
 
 

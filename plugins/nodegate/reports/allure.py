@@ -22,8 +22,8 @@ import pytest
 
 from nodegate.core.results import RunResult
 from nodegate.core.safetext import printable
-from nodegate.reports.folding import observed_expected
-from nodegate.reports.html.view import check_order, group_of, index_verdicts
+from nodegate.reports.folding import group_of, observed_expected
+from nodegate.reports.html.view import check_order, index_verdicts
 from nodegate.stages.registry import checks_by_id
 from nodegate.transport.evidence import evidence_file
 

@@ -22,57 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ClusterShell.NodeSet import NodeSet
 
 from nodegate.core.results import ADMISSION_FILE, REPORT_FILE
 from nodegate.core.safetext import printable
-from nodegate.reports.folding import observed_expected
-
-DEFAULT_SUMMARY_LINES = 30  # reason lines: with the header, one screen at 1,024 nodes
-FIRST_NODES = 8  # nodes named in a fold's header line
-NODESET_CHARS = 240  # an ADMITTED/REJECTED nodeset longer than this is cut: 3 lines at 80 columns
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("nodegate")
-    group.addoption(
-        "--item-reports",
-        action="store_true",
-        dest="nodegate_item_reports",
-        help="show pytest's per-item failure reports (FAILURES section, FAILED lines); off by "
-        "default in nodegate runs, whose evidence is in the run directory",
-    )
-    group.addoption(
-        "--summary-lines",
-        dest="nodegate_summary_lines",
-        metavar="N",
-        help=f"reason lines in the admission summary (default {DEFAULT_SUMMARY_LINES}; "
-        "0: every reason)",
-    )
-    parser.addini("nodegate_item_reports", "ini twin of --item-reports (true/false)", default=None)
-    parser.addini("nodegate_summary_lines", "ini twin of --summary-lines", default=None)
-
-
-def summary_budget(config: pytest.Config) -> int:
-    """--summary-lines (or its ini twin) as a whole number >= 0; raises pytest.UsageError."""
-    cli = config.getoption("nodegate_summary_lines", None)
-    raw = cli if cli is not None else config.getini("nodegate_summary_lines")
-    if raw is None or raw == "":
-        return DEFAULT_SUMMARY_LINES
-    text = str(raw).strip()
-    if not text.isdigit():
-        where = "" if cli is not None else " (from ini nodegate_summary_lines)"
-        raise pytest.UsageError(
-            f"nodegate: --summary-lines{where}: got {raw!r}, expected a whole number >= 0"
-        )
-    return int(text)
-
-
-def item_reports(config: pytest.Config) -> bool:
-    if config.getoption("nodegate_item_reports", False):
-        return True
-    raw = str(config.getini("nodegate_item_reports") or "").strip().lower()
-    return raw in {"true", "yes", "1", "on"}
+from nodegate.reports.folding import Fold, clip_nodeset, folds, node_state, nodeset, reason_line
 
 
 def quiet_item_reports(config: pytest.Config) -> None:
@@ -123,65 +76,6 @@ class Paths:
 
     def where(self) -> str:
         return ", ".join(p for p in (self.report, self.admission) if p)
-
-
-def node_state(d: Mapping[str, Any]) -> str:
-    """admitted | rejected | not_qualified (the last only where admission.json says so)."""
-    return str(d.get("state") or ("admitted" if d["admitted"] else "rejected"))
-
-
-def causes(reasons: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """A node's causes, not their echoes: failures, else errors, else everything; a check
-    left unjudged after a failed session repeats that failure."""
-    picked = (
-        [r for r in reasons if r["status"] == "fail"]
-        or [r for r in reasons if r["status"] == "error"]
-        or list(reasons)
-    )
-    return [r for r in picked if not r["message"].startswith("not judged:")] or picked
-
-
-def reason_line(nodes: Sequence[str], r: Mapping[str, Any]) -> str:
-    """`gpu[003,017]: check STATUS [component]: message (observed X, expected Y) (class)`."""
-    comp = f" [{r['component']}]" if r["component"] else ""
-    cls = f" ({r['remediation_class']})" if r.get("remediation_class") else ""
-    return (
-        f"{NodeSet.fromlist(nodes)}: {r['check']} {r['status'].upper()}{comp}: "
-        f"{r['message']}{observed_expected(r)}{cls}"
-    )
-
-
-@dataclass
-class Fold:
-    """Every node one (check, status) rejects, and its distinct reasons with their nodes."""
-
-    check: str
-    status: str
-    nodes: list[str]
-    reasons: dict[tuple[Any, ...], tuple[Mapping[str, Any], list[str]]]  # key -> (one, nodes)
-
-    def header(self) -> str:
-        n = len(self.nodes)
-        first = NodeSet.fromlist(self.nodes[:FIRST_NODES])
-        more = f" +{n - FIRST_NODES} more" if n > FIRST_NODES else ""
-        return f"{self.check} {self.status.upper()} on {n} node{'s' * (n != 1)}: {first}{more}"
-
-
-def folds(doc: Mapping[str, Any]) -> list[Fold]:
-    """Rejected nodes' causes by (check, status), the largest fold first."""
-    by_check: dict[tuple[str, str], Fold] = {}
-    for node, d in doc["nodes"].items():
-        if node_state(d) != "rejected":
-            continue
-        for r in causes(d["reasons"]):
-            f = by_check.setdefault(
-                (r["check"], r["status"]), Fold(r["check"], r["status"], [], {})
-            )
-            if not f.nodes or f.nodes[-1] != node:
-                f.nodes.append(node)
-            key = (r["component"], r["message"], observed_expected(r), r.get("remediation_class"))
-            f.reasons.setdefault(key, (r, []))[1].append(node)
-    return sorted(by_check.values(), key=lambda f: (-len(f.nodes), f.check, f.status))
 
 
 def fold_lines(found: Sequence[Fold], budget: int, where: str) -> list[str]:
@@ -240,26 +134,6 @@ def _shares(found: Sequence[Fold], limit: int) -> list[int]:
             if shares[i] == need(found[i]):
                 growing.remove(i)
     return shares
-
-
-def clip_nodeset(nodes: Sequence[str], where: str, limit: int = NODESET_CHARS) -> str:
-    """The folded nodeset, or as many of the first nodes as fold within `limit` characters
-    and how many more (a fleet with scattered faults folds poorly).
-
-    >>> clip_nodeset([f"n{i}" for i in range(1, 100, 2)], "a.json", 20)
-    'n[1,3,5,7,9,11,13] +43 more (a.json)'
-    """
-    whole = str(NodeSet.fromlist(nodes))
-    if len(whole) <= limit:
-        return whole
-    lo, hi = 1, len(nodes)  # the most nodes whose nodeset fits: at least one
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if len(str(NodeSet.fromlist(nodes[:mid]))) <= limit:
-            lo = mid
-        else:
-            hi = mid - 1
-    return f"{NodeSet.fromlist(nodes[:lo])} +{len(nodes) - lo} more ({where})"
 
 
 WAIVED_LINES = 10  # waived failures listed one per line up to this many, then counted
@@ -326,8 +200,7 @@ def decision_lines(doc: Mapping[str, Any], paths: Paths, budget: int) -> list[st
         by_class = doc.get("remediation") or {}
         if by_class:
             lines.append(
-                "  by remediation: "
-                + "; ".join(f"{c} {NodeSet.fromlist(ns)}" for c, ns in by_class.items())
+                "  by remediation: " + "; ".join(f"{c} {nodeset(ns)}" for c, ns in by_class.items())
             )
         lines += fold_lines(folds(doc), budget, paths.where())
     if unqualified:

@@ -34,7 +34,6 @@ pytest_plugins = (
     "nodegate.session.collection",
     "nodegate.session.run_stages",
     "nodegate.session.finish",
-    "nodegate.reports.terminal",
     "nodegate.session.progress",
     "nodegate.session.report_wiring",
 )

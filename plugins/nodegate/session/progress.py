@@ -21,52 +21,30 @@ from typing import IO, Any
 import pytest
 
 from nodegate.core.safetext import printable
+from nodegate.core.settings import Settings
 from nodegate.session.state import STATE
 
-MODES = ("auto", "live", "plain", "off")
 PLAIN_EVERY_S = 5.0  # a plain line per stage at most this often (and at its end)
 DEFAULT_CONNECT_S = 10.0
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("nodegate")
-    group.addoption(
-        "--progress",
-        dest="nodegate_progress",
-        metavar="MODE",
-        help="stage progress while the fleet is gathered: auto (live bars on a terminal, plain "
-        "lines otherwise, none with -q off a terminal), live, plain or off (default auto)",
-    )
-    parser.addini("nodegate_progress", "ini twin of --progress", default=None)
-
-
-def progress_mode(config: pytest.Config, isatty: bool) -> str:
-    """live | plain | off, from --progress (or its ini twin); raises pytest.UsageError."""
-    cli = config.getoption("nodegate_progress", None)
-    raw = cli if cli is not None else config.getini("nodegate_progress")
-    mode = str(raw).strip() if raw not in (None, "") else "auto"
-    if mode not in MODES:
-        where = "" if cli is not None else " (from ini nodegate_progress)"
-        raise pytest.UsageError(
-            f"nodegate: --progress{where}: got {raw!r}, expected one of {', '.join(MODES)}"
-        )
+def progress_mode(mode: str, isatty: bool, verbosity: int) -> str:
+    """live | plain | off from --progress (`Settings.progress`, one of PROGRESS_MODES)."""
     if mode != "auto":
         return mode
     if isatty:
         return "live"
-    return "off" if config.get_verbosity() < 0 else "plain"
+    return "off" if verbosity < 0 else "plain"
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    # Checked when pytest configures: a bad value is a usage error before any connection.
-    if config.getoption("nodegate_progress", None) or config.getini("nodegate_progress"):
-        progress_mode(config, False)
     state = config.stash.get(STATE, None)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if state is None or state.is_worker or reporter is None:
         return
-    if progress_mode(config, bool(reporter.isatty)) == "plain":
+    mode = progress_mode(state.settings.progress, bool(reporter.isatty), config.get_verbosity())
+    if mode == "plain":
         # Something from the first second: collecting 40,000 items takes a few.
         profiles = ", ".join(sorted({p.name for p in state.profiles.values()}))
         reporter.write_line(
@@ -77,17 +55,19 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-def make_progress(config: pytest.Config, connect_s: float | None, fanout: int) -> Progress:
+def make_progress(config: pytest.Config, settings: Settings) -> Progress:
     """The run's progress display, on pytest's terminal."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     isatty = bool(getattr(reporter, "isatty", False))
-    mode = progress_mode(config, isatty) if reporter is not None else "off"
+    verbosity = config.get_verbosity()
+    mode = progress_mode(settings.progress, isatty, verbosity) if reporter is not None else "off"
 
     def write(line: str) -> None:
         if reporter is not None:
             reporter.write_line(line)
 
-    return Progress(mode, write, connect_s or DEFAULT_CONNECT_S, fanout, sys.stdout)
+    connect_s = settings.connect_timeout_s or DEFAULT_CONNECT_S
+    return Progress(mode, write, connect_s, settings.fanout, sys.stdout)
 
 
 @dataclass

@@ -11,12 +11,7 @@ import pytest
 
 from nodegate.reports.allure import AllureWriter
 from nodegate.reports.html import ReportWriter
-from nodegate.reports.terminal import (
-    DecisionScreen,
-    item_reports,
-    quiet_item_reports,
-    summary_budget,
-)
+from nodegate.reports.terminal import DecisionScreen, quiet_item_reports
 from nodegate.session.state import STATE
 
 
@@ -33,10 +28,10 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.unregister(listener)
     if state.is_worker:
         return
-    budget = summary_budget(config)
-    if not item_reports(config):
+    if not state.settings.item_reports:
         quiet_item_reports(config)
-    config.pluginmanager.register(DecisionScreen(budget), "nodegate-decision-screen")
+    screen = DecisionScreen(state.settings.summary_lines)
+    config.pluginmanager.register(screen, "nodegate-decision-screen")
     config.pluginmanager.register(ReportWriter(lambda: state.result), "nodegate-html-report")
     if alluredir:
         writer = AllureWriter(Path(alluredir), state.load_result)

@@ -51,7 +51,7 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
     if state.transport is None:
         state.transport = state.open_transport()
     names = {n for _, n in keys}
-    progress = make_progress(state.config, state.settings.connect_timeout_s, state.settings.fanout)
+    progress = make_progress(state.config, state.settings)
     evidence = getattr(state.transport, "evidence", None)
     if isinstance(evidence, EvidenceWriter):
         evidence.listeners.append(progress.node_done)

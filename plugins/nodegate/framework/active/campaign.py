@@ -99,32 +99,32 @@ class Campaign(abc.ABC, Generic[T]):
         return {}
 
     @abc.abstractmethod
-    def test_doc(self, test: T) -> dict[str, Any]:
+    def doc_of(self, test: T) -> dict[str, Any]:
         """A planned test as data, for the plan file and the evidence."""
 
     @abc.abstractmethod
-    def test_nodes(self, test: T) -> tuple[str, ...]:
+    def nodes_of(self, test: T) -> tuple[str, ...]:
         """Every node the test holds. A node that ran none of the test's processes and has no
         side of its own (a rank started by mpirun on the launcher's behalf) is checked for the
         test's processes too: launchers must pass NODEGATE_SPAWN on (`mpirun -x
         NODEGATE_SPAWN`; srun does)."""
 
     @abc.abstractmethod
-    def test_key(self, test: T) -> str:
+    def key_of(self, test: T) -> str:
         """A test's id within its round (`rail3-gpu026-to-gpu001`); ids are `r<round>-<key>`."""
 
     def resources(self, test: T) -> frozenset[Hashable]:
         """The hardware the test holds while it runs: two tests that share any of it never
         overlap (`active.scheduler`). Default: each of its nodes (a node takes part in one
         test at a time); ib_pairs: each of its two nodes' rail."""
-        return frozenset(self.test_nodes(test))
+        return frozenset(self.nodes_of(test))
 
     def channels(self, test: T) -> int:
         """How many processes the test starts through `spawn` (or as children of the
         controller): each holds a channel until it ends, and the running tests' sum stays
         under --max-active. A test that spawns more is a campaign bug (RuntimeError).
         Default: one per node."""
-        return len(self.test_nodes(test))
+        return len(self.nodes_of(test))
 
     @abc.abstractmethod
     async def execute(self, test: T, spawn: Spawner) -> Execution:

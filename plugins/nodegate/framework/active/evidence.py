@@ -37,7 +37,7 @@ class ActiveEvidence(Generic[T]):
     ) -> None:
         self.writer = writer
         self.stage = stage
-        self._key = key  # the campaign's test_key
+        self._key = key  # the campaign's key_of
         self._address = address  # the transport's address of a node (kept for replays)
         self._records: dict[str, list[ProcessRecord]] = {}
         self._refs: dict[str, list[tuple[str, str]]] = {}  # test id -> [(node, ref)]

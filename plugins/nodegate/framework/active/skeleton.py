@@ -105,7 +105,7 @@ async def run_campaign(stage: ActiveStage[T], c: Campaign[T], ctx: StageContext)
     """The pipeline for one campaign; cleanup runs whatever happens, the stray check after."""
     ledger = ProcessLedger(ctx.transport)
     writer = ctx.transport.evidence or EvidenceWriter(ctx.run_dir / "raw", ctx.transport.name)
-    book: ActiveEvidence[T] = ActiveEvidence(writer, stage.name, c.test_key, ctx.transport.address)
+    book: ActiveEvidence[T] = ActiveEvidence(writer, stage.name, c.key_of, ctx.transport.address)
     out_dir = ctx.run_dir / stage.name
     out_dir.mkdir(parents=True, exist_ok=True)
     opts = ctx.options
@@ -154,7 +154,7 @@ async def localize(
         }
         write_plan(c, planned, out_dir)
         for test, execution in results:
-            book.add(rnd.id, test, c.test_doc(test), execution)
+            book.add(rnd.id, test, c.doc_of(test), execution)
             c.localizer.add(judge(c, rnd, test, execution))
         await book.flush()
         if not pending:
@@ -187,7 +187,7 @@ def plan_round(
             "round": rnd.id.label,
             "id": rnd.id.doc(),
             "concurrency": concurrency,
-            "tests": [c.test_doc(t) for t in rnd.tests],
+            "tests": [c.doc_of(t) for t in rnd.tests],
         }
     )
     write_plan(c, planned, out_dir)
@@ -222,7 +222,7 @@ async def run_round(
         # Nodes with a side of their own ran (or failed to start) their own process:
         # only the others (a launcher's ranks) are checked for the test's tags.
         own = {s.node for s in run.sides}
-        scope.watch_on([n for n in c.test_nodes(t) if n not in own])
+        scope.watch_on([n for n in c.nodes_of(t) if n not in own])
         if on_done is not None:
             on_done()
         return t, run

@@ -22,13 +22,12 @@ from typing import Any
 
 import jinja2
 import pytest
-from ClusterShell.NodeSet import NodeSet
 
 from nodegate.core.results import REPORT_FILE, VERDICTS_FILE, RunResult
 from nodegate.core.safetext import printable
+from nodegate.reports.folding import node_state, nodeset
 from nodegate.reports.html.plots import plots
 from nodegate.reports.html.view import heatmap, index_verdicts, node_views, rejected_by
-from nodegate.reports.terminal import node_state
 from nodegate.stages.registry import checks_by_id
 from nodegate.transport.evidence import evidence_file
 
@@ -66,7 +65,7 @@ def render(
         s=doc["summary"],
         by_kind=by_kind,
         by_rows=by_rows,
-        admitted_set=str(NodeSet.fromlist(admitted)) if admitted else "",
+        admitted_set=nodeset(admitted) if admitted else "",
         statuses=STATUSES,
         columns=columns,
         groups=groups,

@@ -8,15 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from ClusterShell.NodeSet import NodeSet
-
-from nodegate.reports.folding import observed_expected
-from nodegate.reports.terminal import causes, folds, node_state
+from nodegate.reports.folding import causes, folds, group_of, node_state, nodeset, observed_expected
 from nodegate.stages.registry import STAGES
 
 # Worst first: a cell shows the worst of its verdicts.
 STATUS_RANK = {"error": 5, "fail": 4, "not_run": 3, "skip": 2, "waived": 1, "pass": 0}
-GROUP_LABELS = ("rack", "leaf")  # inventory labels a fleet is grouped by, first found wins
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +37,7 @@ class Group:
 
     @property
     def nodeset(self) -> str:
-        return str(NodeSet.fromlist(self.nodes))
+        return nodeset(self.nodes)
 
     @property
     def rejected(self) -> int:
@@ -84,14 +80,6 @@ def check_order(checks: Iterable[str]) -> list[str]:
 
 def worst_status(vs: Sequence[Mapping[str, Any]]) -> str:
     return max((str(v["status"]) for v in vs), key=STATUS_RANK.__getitem__, default="not_run")
-
-
-def group_of(labels: Mapping[str, str]) -> str:
-    for key in GROUP_LABELS:
-        if labels.get(key):
-            parts = [f"{k} {labels[k]}" for k in GROUP_LABELS if labels.get(k)]
-            return " · ".join(parts)
-    return "fleet"
 
 
 def _text(value: Any) -> str:
@@ -207,11 +195,9 @@ def rejected_by(doc: Mapping[str, Any]) -> tuple[str, list[tuple[str, int, str]]
     """The rejected nodes by remediation class when admission.json has them, else by check."""
     by_class = doc.get("remediation") or {}
     if by_class:
-        rows = [(c, len(ns), str(NodeSet.fromlist(ns))) for c, ns in by_class.items()]
+        rows = [(c, len(ns), nodeset(ns)) for c, ns in by_class.items()]
         return "remediation class", sorted(rows, key=lambda r: (-r[1], r[0]))
-    rows = [
-        (f"{f.check} {f.status}", len(f.nodes), str(NodeSet.fromlist(f.nodes))) for f in folds(doc)
-    ]
+    rows = [(f"{f.check} {f.status}", len(f.nodes), nodeset(f.nodes)) for f in folds(doc)]
     return "check", rows
 
 

@@ -12,8 +12,7 @@ mft4.34.txt (sim/data, verbatim) with the port's speed, state, BER and fault fla
 
 Arguments (sim/tools/__init__.py: anything else fails, rc non-zero): `nvidia-smi topo -m` or
 `topo --matrix`; `mlxlink` with -d/--device DEV, -m/--show_module, -c/--show_counters and
---json in any order, for a rail HCA; ibstat and ibv_devinfo without arguments, `perfquery -x
--C DEV -P 1` (the counters as of the second read), `flint -d DEV q` (hca_diag.py).
+--json in any order, for a rail HCA; `ibv_devinfo` without arguments (hca_diag.py).
 
 Hardware key `hca` (all optional): `firmware` (ConnectX-7 fw_ver, default 28.41.1000),
 `frontend` (false drops the BlueField-3 front-end NIC mlx5_bond_0), `link_layer` (Ethernet:

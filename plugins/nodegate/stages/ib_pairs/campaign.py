@@ -60,13 +60,13 @@ class PairCampaign(Campaign[PairTest]):
             where[n] = {**doc, "rails": own} if own else doc
         return {"method": self.prof.describe(), "server_addresses": where}
 
-    def test_doc(self, test: PairTest) -> dict[str, Any]:
+    def doc_of(self, test: PairTest) -> dict[str, Any]:
         return {"rail": test.rail, "server": test.server, "client": test.client}
 
-    def test_nodes(self, test: PairTest) -> tuple[str, ...]:
+    def nodes_of(self, test: PairTest) -> tuple[str, ...]:
         return test.nodes()
 
-    def test_key(self, test: PairTest) -> str:
+    def key_of(self, test: PairTest) -> str:
         return f"rail{test.rail}-{test.server}-to-{test.client}"
 
     def resources(self, test: PairTest) -> frozenset[Hashable]:

@@ -61,7 +61,7 @@ class NcclCampaign(Campaign[NcclJob]):
             "addresses": {k: a.doc() for k, a in self.addresses.items()},
         }
 
-    def test_doc(self, test: NcclJob) -> dict[str, Any]:
+    def doc_of(self, test: NcclJob) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "phase": test.phase,
             "nodes": str(NodeSet.fromlist(list(test.nodes))),
@@ -73,10 +73,10 @@ class NcclCampaign(Campaign[NcclJob]):
             doc["subject"], doc["partner"] = test.subject, test.partner
         return doc
 
-    def test_nodes(self, test: NcclJob) -> tuple[str, ...]:
+    def nodes_of(self, test: NcclJob) -> tuple[str, ...]:
         return test.nodes
 
-    def test_key(self, test: NcclJob) -> str:
+    def key_of(self, test: NcclJob) -> str:
         return test.key
 
     def channels(self, test: NcclJob) -> int:

@@ -1,4 +1,5 @@
-"""Play the nccl localizer against made-up outcomes (no launcher): for unit tests and bench/.
+"""Play the nccl localizer against made-up outcomes (no launcher): for unit tests and bench/
+(a test helper, not part of the product).
 
 `play(nodes, judge)` runs the localizer's rounds, asking `judge(job)` whether each job
 passes (True), fails at a value (False) or ends in a tool error (its text), as the skeleton
