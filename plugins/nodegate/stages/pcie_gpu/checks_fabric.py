@@ -7,6 +7,7 @@ from nodegate.core.verdicts import error, judged
 from nodegate.parsers.dcgm import DcgmDiag, DiagResult
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.parsers.nvlink import NvlinkCondition, NvlinkGpu
+from nodegate.stages.pcie_gpu.commands import DCGM, FABRICMANAGER, NVLINK, NVSMI
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name, per_gpu
 from nodegate.stages.pcie_gpu.profile import NvlinkSpec, PcieGpuProfile
@@ -37,12 +38,12 @@ def check_nvlink(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
                 "not checked",
                 "none",
                 "profile expects no NVLink",
-                evidence=f.evidence("nvlink"),
+                evidence=f.evidence(NVLINK),
             )
         ]
     want = f"{spec.links_per_gpu.value} links active at {spec.speed.describe()}"
     if f.nvlink is None:
-        return [cmd_error(f, "gpu.nvlink", "NVLink", want, "nvlink")]
+        return [cmd_error(f, "gpu.nvlink", "NVLink", want, NVLINK)]
     by_uuid = {g.uuid: g for g in f.nvlink.gpus}
 
     def one(g: NvsmiGpu) -> Verdict:
@@ -54,7 +55,7 @@ def check_nvlink(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
                 gpu_name(g),
                 "GPU not listed by nvidia-smi nvlink -s",
                 expected=want,
-                evidence=f.evidence("nvlink", "nvsmi"),
+                evidence=f.evidence(NVLINK, NVSMI),
             )
         return _nvlink_gpu(f, gpu_name(g), lg, spec, want)
 
@@ -62,7 +63,7 @@ def check_nvlink(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
 
 
 def _nvlink_gpu(f: PcieGpuFacts, comp: str, lg: NvlinkGpu, spec: NvlinkSpec, want: str) -> Verdict:
-    ev = f.evidence("nvlink")
+    ev = f.evidence(NVLINK)
     if lg.condition is NvlinkCondition.MIG_MODE_NOT_SUPPORTED:
         return error(
             "gpu.nvlink", f.node, comp, f"not queryable: {lg.message}", expected=want, evidence=ev
@@ -116,7 +117,7 @@ def check_fabric(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
         return [judged("gpu.fabric", f.node, True, comp, "not required", "not required", msg)]
     out: list[Verdict] = []
     if f.fm is None:
-        out.append(cmd_error(f, "gpu.fabric", comp, "active (running)", "fabricmanager"))
+        out.append(cmd_error(f, "gpu.fabric", comp, "active (running)", FABRICMANAGER))
     else:
         fm = f.fm
         got = f"{fm.active_state or fm.load_state} ({fm.sub_state or fm.result or '-'})"
@@ -131,10 +132,10 @@ def check_fabric(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
                 "active (running)",
                 f"{fm.unit} {got}",
                 remediation=FM_FIX,
-                evidence=f.evidence("fabricmanager"),
+                evidence=f.evidence(FABRICMANAGER),
             )
         )
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
 
     def one(g: NvsmiGpu) -> Verdict:
         fab = g.fabric
@@ -175,9 +176,9 @@ def check_fabric(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
 def check_dcgm(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.dcgm: `dcgmi diag -r <level>` passes every test on every GPU."""
     want = f"diag -r {p.dcgm.level}: every test Pass or Skip"
-    ev = f.evidence("dcgm")
+    ev = f.evidence(DCGM)
     if f.dcgm is None:
-        if f.absent("dcgm") and not p.dcgm.required:
+        if f.absent(DCGM) and not p.dcgm.required:
             return [
                 judged(
                     "gpu.dcgm",
@@ -190,7 +191,7 @@ def check_dcgm(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
                     evidence=ev,
                 )
             ]
-        return [cmd_error(f, "gpu.dcgm", "dcgmi diag", want, "dcgm")]
+        return [cmd_error(f, "gpu.dcgm", "dcgmi diag", want, DCGM)]
     allowed = {DiagResult.PASS, DiagResult.SKIP} | (
         {DiagResult.WARN} if p.dcgm.allow_warn else set()
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import against, error, judged
 from nodegate.parsers.gpu_facts import NvsmiGpu
+from nodegate.stages.pcie_gpu.commands import NVSMI
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import gpu_name, per_gpu
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
@@ -16,7 +17,7 @@ def check_ecc_mode(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.ecc.mode: ECC current and pending mode as the profile wants."""
     want = p.ecc_enabled
     label = "Enabled" if want else "Disabled"
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
 
     def one(g: NvsmiGpu) -> Verdict:
         mode = g.ecc.mode if g.ecc is not None else None
@@ -49,7 +50,7 @@ def check_ecc_mode(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
 def check_ecc_uncorrectable(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.ecc.uncorrectable: volatile uncorrectable ECC errors at most the profile's maximum."""
     limit = p.ecc_volatile_uncorrectable
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
 
     def one(g: NvsmiGpu) -> Verdict:
         vol = g.ecc.volatile if g.ecc is not None else None
@@ -81,7 +82,7 @@ def check_ecc_uncorrectable(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]
 
 def check_remap(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.remap: no row remap pending (needs reset) and no remapping failure (needs RMA)."""
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
 
     def one(g: NvsmiGpu) -> Verdict:
         rr = g.remapped_rows
@@ -134,7 +135,7 @@ def _yn(v: bool | None) -> str:
 def check_retired_pages(f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.retired_pages: (pre-Ampere) retired pages under NVIDIA's limit, none pending."""
     limit = p.retired_pages
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
 
     def one(g: NvsmiGpu) -> Verdict:
         rp = g.retired_pages
