@@ -22,6 +22,7 @@ from nodegate.core.values import Status, Verdict
 
 __all__ = ["CLASSES", "DEFAULT_CLASS", "UNJUDGED_CLASS", "XID_ACTION_CLASS", "RemediationTable"]
 
+
 @dataclass(frozen=True, slots=True)
 class RemediationTable:
     """A profile's class per check id, and the class of checks it does not list."""

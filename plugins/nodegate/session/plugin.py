@@ -1,4 +1,5 @@
-"""pytest plugin (entry point `nodegate.session.plugin`): options, hooks and wiring; no logic of its own.
+"""pytest plugin (entry point `nodegate.session.plugin`): options, hooks and wiring; no logic
+of its own.
 
 One test item per (check, node). Flow: configure (settings, inventory, node selection,
 profiles, run directory: `state`) -> collection (`items`) -> the engine runs the stages needed
@@ -87,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"nodegate: {printable_lines(exc)}") from None
     config.stash[STATE] = state
     if workerinput is None:
-        # Ctrl-C and SIGTERM: the run cleans up and writes its reports (nodegate.session.interrupts).
+        # Ctrl-C and SIGTERM: the run cleans up and writes its reports (session.interrupts).
         config.stash[GUARD] = InterruptGuard()
         config.stash[GUARD].install()
         # The run directory is made when the engine starts (`controller`): a usage error or
