@@ -213,3 +213,9 @@ def test_a_shell_part_is_placed_as_written_and_arguments_are_quoted() -> None:
         command_line("uname -r")
     with pytest.raises(TypeError):
         CommandSpec("k", "uname -r")  # type: ignore[arg-type]
+
+
+def test_an_env_name_that_is_not_a_name_never_reaches_the_mpirun_script() -> None:
+    nc = nccl_profile(ProfileLibrary([REPO / "inventories" / "profiles"]).get("generic-hgx-h100"))
+    with pytest.raises(ValueError, match="not an environment variable name"):
+        mpirun_script(nc, ["10.0.0.1"], {"NCCL_X;touch CANARY": "1"})

@@ -33,8 +33,9 @@ class Shell:
     """Shell syntax nodegate writes itself (a glob, a redirection, a pipeline, `$var`), placed
     in a command line exactly as written, spaces included.
 
-    Trusted text: never built from inventory, profile or node values. Those are plain `str`
-    parts of a command (one argument each), quoted once where the line is rendered
+    Trusted text: never built from inventory, profile or node strings (numbers nodegate
+    formats, and names it has checked, excepted). Those are plain `str` parts of a command
+    (one argument each), quoted once where the line is rendered
     (`nodegate.transport.script.command_line`).
     """
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import secrets
 import signal
 import time
@@ -36,6 +37,7 @@ from nodegate.transport.script import command_line
 
 SRUN_GRACE_S = 5.0  # after srun's second SIGINT, before SIGKILL
 SLACK_S = 15.0  # launcher start-up beyond the job's own deadline
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a name placed in the script as written
 
 
 def perf_argv(prof: NcclProfile) -> list[str]:
@@ -79,7 +81,9 @@ def mpirun_script(
         *(f"{a} slots={rpn}" for a in addresses),
         Shell(' > "$hf"\n'),
     ]
-    for k, v in env.items():  # names the profile schema allows: (NCCL|UCX)_[A-Z0-9_]+
+    for k, v in env.items():
+        if not _ENV_NAME.fullmatch(k):  # the schema allows (NCCL|UCX)_[A-Z0-9_]+ only
+            raise ValueError(f"not an environment variable name: {k!r}")
         script += [Shell(f"{k}="), v, Shell(f"; export {k}\n")]
     return (*script, *argv)
 
