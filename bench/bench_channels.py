@@ -55,11 +55,11 @@ def run(n: int, per_node: int) -> dict[str, object]:
         async def go() -> dict[str, object]:
             # Connections first (what the passive stages leave open), so only channels count.
             await transport.run_stage(
-                "warm", {x.name: [CommandSpec("t", "true", 10)] for x in nodes}
+                "warm", {x.name: [CommandSpec("t", ("true",), 10)] for x in nodes}
             )
             before, c0, t0 = rss_kb(), time.process_time(), time.perf_counter()
             spawns = [
-                transport.spawn(x.name, "sleep 15", 60) for x in nodes for _ in range(per_node)
+                transport.spawn(x.name, ("sleep", "15"), 60) for x in nodes for _ in range(per_node)
             ]
             procs = await asyncio.gather(*spawns)
             opened_s, cpu = time.perf_counter() - t0, time.process_time() - c0

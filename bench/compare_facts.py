@@ -87,6 +87,7 @@ def sim_nodes(name: str) -> Iterator[str]:
     from nodegate.sim.model import Fault, SimNode
     from nodegate.sim.tools import answer
     from nodegate.stages.registry import stage
+    from nodegate.transport.script import command_line
 
     sim = importlib.import_module(SIM_TOOLS[name])
     st = stage(name)
@@ -100,13 +101,14 @@ def sim_nodes(name: str) -> Iterator[str]:
             prof = st.profile_of(load_profile_file(path))
             results = {}
             for spec in st.commands(None, load_profile_file(path)):
-                if spec.cmd not in answers:
-                    argv = shlex.split(spec.cmd)
+                cmd = command_line(spec.argv)
+                if cmd not in answers:
+                    argv = shlex.split(cmd)
                     r = answer(tools[argv[0]], argv[1:])
-                    answers[spec.cmd] = (r.rc, r.stdout, r.stderr)
-                rc, out, err = answers[spec.cmd]
+                    answers[cmd] = (r.rc, r.stdout, r.stderr)
+                rc, out, err = answers[cmd]
                 results[spec.id] = CommandResult(
-                    spec.id, spec.cmd, rc, out, err, 0.1, evidence=f"raw/gpu001/{name}#{spec.id}"
+                    spec.id, cmd, rc, out, err, 0.1, evidence=f"raw/gpu001/{name}#{spec.id}"
                 )
             yield f"== sim {name} fault={fault} profile={path.stem}"
             outcome = NodeOutcome("gpu001", Reach.OK, results, "")

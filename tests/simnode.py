@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from nodegate.core.values import CommandSpec
+from nodegate.core.values import CommandSpec, Part, Shell
 from nodegate.sim.fleet import Fleet, build_fleet
 from nodegate.transport.script import LAUNCHER, build_script, parse_frames
 
@@ -59,9 +60,13 @@ def run(fleet: Fleet, node: str, cmd: str) -> Out:
     return Out(p.returncode, p.stdout, p.stderr)
 
 
-def run_script(fleet: Fleet, node: str, cmds: list[str]) -> list[Out]:
-    """A stage script of `cmds` (the transport's own framing, the fast path), per command."""
-    specs = [CommandSpec(f"c{i}", c, 20.0) for i, c in enumerate(cmds)]
+def run_script(fleet: Fleet, node: str, cmds: Sequence[str | Sequence[Part]]) -> list[Out]:
+    """A stage script of `cmds` (the transport's own framing, the fast path), per command: a
+    str is a shell line, anything else a command's parts."""
+    specs = [
+        CommandSpec(f"c{i}", (Shell(c),) if isinstance(c, str) else tuple(c), 20.0)
+        for i, c in enumerate(cmds)
+    ]
     script = build_script(specs)
     p = subprocess.run(
         ["bash", "-c", f". {fleet.root / 'dispatch'}"],

@@ -8,6 +8,7 @@ import os
 import time
 
 import pytest
+from nodegate.core.values import Shell
 from nodegate.inventory import load_inventory
 from nodegate.transport.ssh import SSHTransport
 
@@ -37,11 +38,11 @@ def test_server_client_and_kill_over_ssh(sim_fleet):
     async def go():
         t = SSHTransport(nodes)
         try:
-            server = await t.spawn("gpu001", SERVER.format(addr=addr["gpu001"]), 20)
+            server = await t.spawn("gpu001", (Shell(SERVER.format(addr=addr["gpu001"])),), 20)
             assert await server.wait_for_line("listening", time.monotonic() + 10)
-            client = await t.spawn("gpu002", CLIENT.format(addr=addr["gpu001"]), 20)
+            client = await t.spawn("gpu002", (Shell(CLIENT.format(addr=addr["gpu001"])),), 20)
             s, c = await asyncio.gather(server.wait(), client.wait())
-            hung = await t.spawn("gpu001", f"echo started; exec sleep {naps}", 600)
+            hung = await t.spawn("gpu001", (Shell(f"echo started; exec sleep {naps}"),), 600)
             assert await hung.wait_for_line("started", time.monotonic() + 10)
             await hung.kill()
             h = await hung.wait(time.monotonic() + 10)
@@ -61,4 +62,4 @@ def test_server_client_and_kill_over_ssh(sim_fleet):
 def _spec(cmd: str):
     from nodegate.core.values import CommandSpec
 
-    return CommandSpec("x", cmd, 10)
+    return CommandSpec("x", (Shell(cmd),), 10)

@@ -354,10 +354,10 @@ def test_cancelling_a_round_cancels_its_running_and_waiting_tests() -> None:
 def test_a_test_that_spawns_more_than_it_declared_is_a_campaign_bug() -> None:
     async def go() -> str:
         scope = SpawnScope(ledger(), 1)
-        p = await scope.spawn("n1", "true", 10)
+        p = await scope.spawn("n1", ("true",), 10)
         await p.wait()
         with pytest.raises(RuntimeError) as exc:
-            await scope.spawn("n1", "true", 10)
+            await scope.spawn("n1", ("true",), 10)
         return str(exc.value)
 
     assert asyncio.run(go()) == (

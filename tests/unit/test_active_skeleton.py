@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from nodegate.core.checks import Check, CheckTable
 from nodegate.core.thresholds import Threshold
-from nodegate.core.values import Status, Verdict
+from nodegate.core.values import Part, Shell, Status, Verdict
 from nodegate.framework.active import (
     ActiveStage,
     Campaign,
@@ -102,7 +102,7 @@ class ToyCampaign(Campaign[GroupTest]):
     async def execute(self, test: GroupTest, spawn: Spawner) -> Execution:
         procs = []
         for n in test.nodes[:1] if self.launcher else test.nodes:
-            p = await spawn.spawn(n, self.commands[n], 600)
+            p = await spawn.spawn(n, (Shell(self.commands[n]),), 600)
             self.spawned.append(p)
             procs.append(p)
         results = [await p.wait() for p in procs]
@@ -256,10 +256,10 @@ def test_tool_error_is_error_and_low_number_is_fail(tmp_path: Path) -> None:
 class _Refusing(LocalTransport):
     """n3 cannot be reached: every spawn there fails as an SSH connect would."""
 
-    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+    async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
         if node == "n3":
             raise SpawnError(node, "unreachable", "connection to root@10.0.0.3:22 refused")
-        return await super().spawn(node, cmd, timeout_s)
+        return await super().spawn(node, command, timeout_s)
 
 
 def test_a_node_that_cannot_start_its_side_is_its_error_not_the_stage(tmp_path: Path) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from nodegate.core.errors import ConfigError
+from nodegate.core.values import Part, Shell
 from nodegate.framework.active.addresses import PeerAddress, peer_address
 from nodegate.inventory import DataPlane, FrozenMap, load_inventory
 from nodegate.profiles import ProfileLibrary
@@ -19,6 +21,7 @@ from nodegate.stages.ib_pairs.profile import ib_pairs_profile, profile_rails
 from nodegate.transport.base import Transport
 from nodegate.transport.local import LocalTransport
 from nodegate.transport.process import RemoteProcess, SpawnError
+from nodegate.transport.script import command_line
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -123,9 +126,10 @@ class _ClientRefused:
         self.local = LocalTransport()
         self.clients: list[tuple[str, str]] = []
 
-    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+    async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
+        cmd = command_line(command)
         if "NODEGATE-PERFTEST-LISTENING" in cmd:
-            return await self.local.spawn(node, f"echo {READY}; sleep 0.2", 10)
+            return await self.local.spawn(node, (Shell(f"echo {READY}; sleep 0.2"),), 10)
         self.clients.append((node, cmd))
         raise SpawnError(node, "unreachable", "refused")
 

@@ -44,7 +44,9 @@ def _v2(raw: Path, node: str, cmd: str) -> None:
 def test_version_2_bundles_still_replay(tmp_path: Path) -> None:
     _v2(tmp_path, "n1", "uname -r")
     out = asyncio.run(
-        ReplayTransport(tmp_path).run_stage("reach", {"n1": [CommandSpec("kernel", "uname -r")]})
+        ReplayTransport(tmp_path).run_stage(
+            "reach", {"n1": [CommandSpec("kernel", ("uname", "-r"))]}
+        )
     )["n1"]
     assert (out.reach, out.results["kernel"].stdout, out.detail) == (Reach.OK, "6.8.0\n", "")
 
@@ -55,7 +57,7 @@ def test_unknown_version_and_active_documents_are_not_replayed(tmp_path: Path) -
     (tmp_path / "n1" / "reach.json").write_text(json.dumps({**doc, "bundle_version": 1}))
     w = EvidenceWriter(tmp_path, "ssh")
     w.record_processes("reach", "n2", [])  # an active document where a session is expected
-    plan = {n: [CommandSpec("kernel", "uname -r")] for n in ("n1", "n2")}
+    plan = {n: [CommandSpec("kernel", ("uname", "-r"))] for n in ("n1", "n2")}
     outs = asyncio.run(ReplayTransport(tmp_path).run_stage("reach", plan))
     assert {n: (o.reach, o.detail) for n, o in outs.items()} == {
         "n1": (
@@ -116,7 +118,7 @@ def test_passive_documents_are_compressed_until_a_node_is_rejected(tmp_path: Pat
     assert plain["commands"]["kernel"]["stdout"] == "6.8.0-n2\n"
     assert resolve_evidence(tmp_path, "raw/n2/reach.json#kernel") == got
     # Both replay.
-    plan = {n: [CommandSpec("kernel", "uname -r")] for n in ("n1", "n2")}
+    plan = {n: [CommandSpec("kernel", ("uname", "-r"))] for n in ("n1", "n2")}
     outs = asyncio.run(ReplayTransport(tmp_path / "raw").run_stage("reach", plan))
     assert {n: o.results["kernel"].stdout for n, o in outs.items()} == {
         "n1": "6.8.0-n1\n",
@@ -132,7 +134,7 @@ def test_a_damaged_compressed_document_is_an_error_naming_it(tmp_path: Path) -> 
     with pytest.raises(FileNotFoundError, match=r"n2/reach.json: no such evidence"):
         open_evidence(tmp_path / "n2" / "reach.json")
     assert expand_evidence(tmp_path, ["n1"]) == 0  # left as it is, for its reader to say why
-    plan = {"n1": [CommandSpec("kernel", "uname -r")]}
+    plan = {"n1": [CommandSpec("kernel", ("uname", "-r"))]}
     out = asyncio.run(ReplayTransport(tmp_path).run_stage("reach", plan))["n1"]
     assert (out.reach, out.detail) == (
         Reach.ERROR,

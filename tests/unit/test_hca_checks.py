@@ -30,6 +30,7 @@ from nodegate.stages.hca.commands import (
 )
 from nodegate.stages.hca.facts import build_facts
 from nodegate.stages.hca.profile import HcaProfile, hca_profile
+from nodegate.transport.script import command_line
 
 from tests.integration.conftest import REPO
 
@@ -346,7 +347,8 @@ def test_commands_are_byte_identical() -> None:
         f"grep -H -r . {IB}/*/ports/*/state {IB}/*/ports/*/phys_state {IB}/*/ports/*/rate "
         f"{IB}/*/ports/*/counters 2>/dev/null"
     )
-    got = [(c.id, c.cmd, c.timeout_s) for c in STAGE.commands(None, PROFILE)]  # type: ignore[arg-type]
+    specs = STAGE.commands(None, PROFILE)  # type: ignore[arg-type]
+    got = [(c.id, command_line(c.argv), c.timeout_s) for c in specs]
     assert got == [
         ("ib_sysfs", sysfs, 15.0),
         ("counter_window", "sleep 1", 16.0),

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from nodegate.core.values import Part, Shell
 from nodegate.framework.active.campaign import Execution
 from nodegate.framework.active.rounds import Sanity
 from nodegate.profiles import ProfileLibrary
@@ -17,6 +19,7 @@ from nodegate.stages.ib_pairs.plan import PairTest
 from nodegate.stages.ib_pairs.profile import IbPairsProfile, Rail, ib_pairs_profile, profile_rails
 from nodegate.transport.local import LocalTransport
 from nodegate.transport.process import RemoteProcess, SpawnError
+from nodegate.transport.script import command_line
 
 REPO = Path(__file__).resolve().parents[2]
 TEST = PairTest(3, "gpu002", "gpu001")
@@ -31,12 +34,12 @@ class _Scripted:
         self.server = server
         self.client = client
 
-    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
-        if READY in cmd:
-            return await self.local.spawn(node, self.server, timeout_s)
+    async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
+        if READY in command_line(command):
+            return await self.local.spawn(node, (Shell(self.server),), timeout_s)
         if self.client is None:
             raise SpawnError(node, "auth_failed", "authentication refused by root@10.1.0.1:22")
-        return await self.local.spawn(node, self.client, timeout_s)
+        return await self.local.spawn(node, (Shell(self.client),), timeout_s)
 
 
 def _setup(ready_timeout_s: float = 15.0) -> tuple[IbPairsProfile, Rail]:

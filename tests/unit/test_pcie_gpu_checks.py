@@ -16,6 +16,7 @@ from nodegate.sim.tools import pcie_gpu as sim
 from nodegate.stages.pcie_gpu import STAGE
 from nodegate.stages.pcie_gpu.checks import CHECKS
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
+from nodegate.transport.script import command_line
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "gpu"
@@ -37,11 +38,12 @@ def sim_outputs(profile: Profile, faults: tuple[Fault, ...] = ()) -> dict[str, C
     tools = {t.name: t for t in sim.tools(node)}
     out = {}
     for spec in STAGE.commands(None, profile):  # type: ignore[arg-type]
-        argv = shlex.split(spec.cmd)
+        cmd = command_line(spec.argv)
+        argv = shlex.split(cmd)
         r = answer(tools[argv[0]], argv[1:])
         out[spec.id] = CommandResult(
             spec.id,
-            spec.cmd,
+            cmd,
             r.rc,
             r.stdout,
             r.stderr,

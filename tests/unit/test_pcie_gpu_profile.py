@@ -16,6 +16,7 @@ from nodegate.profiles import ProfileLibrary, load_profile_file
 from nodegate.sim.model import Fault
 from nodegate.stages.pcie_gpu import STAGE
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile, XidRule
+from nodegate.transport.script import command_line
 
 from tests.unit.test_pcie_gpu_checks import REPO, run
 
@@ -107,7 +108,8 @@ def test_h200_inherits_every_threshold_but_the_model() -> None:
 
 def test_commands_read_the_typed_section() -> None:
     prof = load_profile_file(PROFILES / "generic-hgx-h100.yaml")
-    assert [(c.id, c.cmd, c.timeout_s) for c in STAGE.commands(None, prof)] == [  # type: ignore[arg-type]
+    got = STAGE.commands(None, prof)  # type: ignore[arg-type]
+    assert [(c.id, command_line(c.argv), c.timeout_s) for c in got] == [
         ("nvsmi", "nvidia-smi -q", 60.0),
         ("lspci", "lspci -vvv", 60.0),
         ("nvlink", "nvidia-smi nvlink -s", 60.0),

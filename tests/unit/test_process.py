@@ -7,6 +7,7 @@ import os
 import time
 
 import asyncssh
+from nodegate.core.values import Shell
 from nodegate.transport.local import LocalTransport
 from nodegate.transport.process import ProcessResult, RemoteProcess
 
@@ -17,10 +18,10 @@ def test_server_ready_then_client_then_both_collected(tmp_path):
     async def go():
         t = LocalTransport()
         server = await t.spawn(
-            "a", f"sleep 0.3; touch {port_file}; echo listening; sleep 0.3; echo done", 10
+            "a", (Shell(f"sleep 0.3; touch {port_file}; echo listening; sleep 0.3; echo done"),), 10
         )
         assert await server.wait_for_line("listening", time.monotonic() + 5)
-        client = await t.spawn("b", f"test -e {port_file} && echo connected", 10)
+        client = await t.spawn("b", (Shell(f"test -e {port_file} && echo connected"),), 10)
         return await asyncio.gather(server.wait(), client.wait())
 
     s, c = asyncio.run(go())
@@ -34,7 +35,7 @@ def test_readiness_never_comes_and_the_process_is_killed(tmp_path):
 
     async def go():
         t = LocalTransport()
-        p = await t.spawn("a", f"echo $$ > {pid_file}; exec sleep 30", 60)
+        p = await t.spawn("a", (Shell(f"echo $$ > {pid_file}; exec sleep 30"),), 60)
         ready = await p.wait_for_line("listening", time.monotonic() + 0.5)
         await p.kill()
         return ready, await p.wait(time.monotonic() + 5)
@@ -54,7 +55,7 @@ def test_readiness_never_comes_and_the_process_is_killed(tmp_path):
 
 def test_own_deadline_ends_a_hung_command():
     async def go():
-        p = await LocalTransport().spawn("a", "sleep 30", 0.5)
+        p = await LocalTransport().spawn("a", ("sleep", "30"), 0.5)
         return await p.wait()
 
     res = asyncio.run(go())
@@ -121,7 +122,9 @@ def test_a_dropped_connection_is_the_process_lost_never_an_exception():
 
 def test_a_kill_that_keeps_the_channel_still_collects_the_stderr():
     async def go():
-        p = await LocalTransport().spawn("a", "echo 'mlx5_3: port is down' >&2; exec sleep 30", 60)
+        p = await LocalTransport().spawn(
+            "a", (Shell("echo 'mlx5_3: port is down' >&2; exec sleep 30"),), 60
+        )
         ready = await p.wait_for_line("listening", time.monotonic() + 0.5)
         await p.kill(hang_up=False)
         return ready, await p.wait(time.monotonic() + 5)
@@ -137,7 +140,7 @@ def test_a_process_that_floods_is_killed_at_the_byte_cap_not_held_in_memory(monk
     monkeypatch.setattr(RemoteProcess, "max_bytes", 1 << 20)
 
     async def go():
-        p = await LocalTransport().spawn("a", "yes flood", 60)
+        p = await LocalTransport().spawn("a", ("yes", "flood"), 60)
         return await p.wait()
 
     t0 = time.monotonic()
@@ -154,7 +157,7 @@ def test_an_endless_line_ends_readiness_and_the_process(monkeypatch):
     monkeypatch.setattr(RemoteProcess, "max_bytes", 1 << 16)
 
     async def go():
-        p = await LocalTransport().spawn("a", "tr -d '\\n' < /dev/zero", 60)
+        p = await LocalTransport().spawn("a", (Shell("tr -d '\\n' < /dev/zero"),), 60)
         ready = await p.wait_for_line("listening", time.monotonic() + 30)
         return ready, await p.wait()
 

@@ -17,6 +17,7 @@ from nodegate.stages.reach import STAGE
 from nodegate.stages.reach.checks import CHECKS
 from nodegate.stages.reach.facts import ReachFacts
 from nodegate.stages.reach.profile import ReachProfile
+from nodegate.transport.script import command_line
 
 REPO = Path(__file__).resolve().parents[2]
 LIB = ProfileLibrary([REPO / "inventories" / "profiles"])
@@ -43,7 +44,7 @@ def outcome(
         if a is not None:
             results[spec.id] = CommandResult(
                 spec.id,
-                spec.cmd,
+                command_line(spec.argv),
                 a[0],
                 a[1],
                 a[2],

@@ -14,6 +14,7 @@ from nodegate.transport.local import LocalTransport, ReplayTransport
 from nodegate.transport.process import ProcessResult, SpawnError
 
 SERVER = "ib_write_bw -d mlx5_0 -p 18515"
+SERVER_ARGV = ("ib_write_bw", "-d", "mlx5_0", "-p", "18515")  # renders as SERVER
 
 
 def record(cid: str, stdout: str, **kw: object) -> ProcessRecord:
@@ -41,9 +42,9 @@ def test_spawns_are_answered_in_order_as_they_ended(bundle: Path) -> None:
     t = ReplayTransport(bundle)
 
     async def go() -> tuple[bool, ProcessResult, ProcessResult]:
-        a = await t.spawn("n1", SERVER, 60)
+        a = await t.spawn("n1", SERVER_ARGV, 60)
         ready = await a.wait_for_line("READY", time.monotonic() + 1)
-        b = await t.spawn("n1", SERVER, 60)
+        b = await t.spawn("n1", SERVER_ARGV, 60)
         await b.kill()  # nothing runs: only the record says how it ended
         return ready, await a.wait(), await b.wait()
 
@@ -58,20 +59,20 @@ def test_spawns_are_answered_in_order_as_they_ended(bundle: Path) -> None:
 def test_what_the_capture_lacks_or_never_started_is_not_started(bundle: Path) -> None:
     t = ReplayTransport(bundle)
 
-    async def spawn(node: str, cmd: str) -> str:
+    async def spawn(node: str, cmd: tuple[str, ...]) -> str:
         with pytest.raises(SpawnError) as e:
             await t.spawn(node, cmd, 60)
         return e.value.detail
 
-    assert asyncio.run(spawn("n1", "ib_write_bw -d mlx5_1")) == (
+    assert asyncio.run(spawn("n1", ("ib_write_bw", "-d", "mlx5_1"))) == (
         "not started in the captured run: not started: server n1: connection lost"
     )
-    assert asyncio.run(spawn("n2", SERVER)) == f"not in the capture {bundle}: {SERVER}"
+    assert asyncio.run(spawn("n2", SERVER_ARGV)) == f"not in the capture {bundle}: {SERVER}"
 
     async def third() -> str:
-        await t.spawn("n1", SERVER, 60)
-        await t.spawn("n1", SERVER, 60)
-        return await spawn("n1", SERVER)  # the capture ran it twice only
+        await t.spawn("n1", SERVER_ARGV, 60)
+        await t.spawn("n1", SERVER_ARGV, 60)
+        return await spawn("n1", SERVER_ARGV)  # the capture ran it twice only
 
     assert asyncio.run(third()) == f"not in the capture {bundle}: {SERVER}"
 
@@ -81,15 +82,15 @@ def test_the_stray_check_of_a_replay_is_the_captured_one(bundle: Path) -> None:
 
     async def go() -> None:
         for _ in range(2):
-            await (await ledger.spawn("n1", SERVER, 60)).wait()
+            await (await ledger.spawn("n1", SERVER_ARGV, 60)).wait()
 
     asyncio.run(go())
-    assert ledger.stray_command("n1").cmd == stray_script(["@@r1-a-pid", "@@r2-a-pid"])
+    assert ledger.stray_command("n1").argv == stray_script(["@@r1-a-pid", "@@r2-a-pid"])
 
 
 def test_a_live_process_result_carries_its_spawn_tag() -> None:
     async def go() -> tuple[str, ProcessResult]:
-        p = await LocalTransport().spawn("n1", "echo hi", 10)
+        p = await LocalTransport().spawn("n1", ("echo", "hi"), 10)
         return p.tag, await p.wait()
 
     tag, res = asyncio.run(go())

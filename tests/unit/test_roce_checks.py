@@ -25,6 +25,7 @@ from nodegate.stages.roce import STAGE, RoceTransport, roce_transport
 from nodegate.stages.roce.checks import CHECKS
 from nodegate.stages.roce.facts import build_facts
 from nodegate.stages.roce.profile import RoceProfile, roce_profile
+from nodegate.transport.script import command_line
 
 from tests.simnode import build, run_script
 
@@ -49,10 +50,12 @@ def node_of(name: str) -> Node:
 def session(fleet: Fleet, node: str) -> NodeOutcome:
     """The stage's commands for `node` (window 0) run on the simulated node."""
     specs = STAGE.commands(node_of(node), PROFILE)
-    specs = [replace(s, cmd="sleep 0") if s.cmd.startswith("sleep ") else s for s in specs]
-    outs = run_script(fleet, node, [s.cmd for s in specs])
+    specs = [replace(s, argv=("sleep", "0")) if s.argv[0] == "sleep" else s for s in specs]
+    outs = run_script(fleet, node, [s.argv for s in specs])
     results = {
-        s.id: CommandResult(s.id, s.cmd, o.rc, o.stdout, o.stderr, 0.1, evidence=f"raw#{s.id}")
+        s.id: CommandResult(
+            s.id, command_line(s.argv), o.rc, o.stdout, o.stderr, 0.1, evidence=f"raw#{s.id}"
+        )
         for s, o in zip(specs, outs, strict=True)
     }
     return NodeOutcome(node, Reach.OK, results)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from nodegate.core.values import CommandSpec
+from nodegate.core.values import CommandSpec, Shell
 from nodegate.transport.script import LAUNCHER, Frames, build_script, parse_frames
 
 
@@ -22,9 +22,9 @@ def run_local(specs, nonce=None, max_bytes=None) -> tuple[object, Frames, bytes]
 def test_frames_split_stdout_stderr_rc():
     _, f, _ = run_local(
         [
-            CommandSpec("a", "printf 'one\\ntwo\\n\\n\\n'"),
-            CommandSpec("b", "printf 'no newline'; echo err >&2; exit 3"),
-            CommandSpec("c", "true"),
+            CommandSpec("a", (Shell("printf 'one\\ntwo\\n\\n\\n'"),)),
+            CommandSpec("b", (Shell("printf 'no newline'; echo err >&2; exit 3"),)),
+            CommandSpec("c", ("true",)),
         ]
     )
     assert f.done and f.problem is None
@@ -37,7 +37,7 @@ def test_frames_split_stdout_stderr_rc():
 
 
 def test_each_command_has_its_own_deadline():
-    specs = [CommandSpec("hang", "sleep 30", 0.5), CommandSpec("after", "echo ok")]
+    specs = [CommandSpec("hang", ("sleep", "30"), 0.5), CommandSpec("after", ("echo", "ok"))]
     _, f, _ = run_local(specs)
     assert f.done
     assert f.results["hang"].timed_out and f.results["hang"].rc == 124
@@ -45,7 +45,7 @@ def test_each_command_has_its_own_deadline():
 
 
 def test_missing_tool_is_rc_127_not_an_exception():
-    _, f, _ = run_local([CommandSpec("x", "nodegate-no-such-tool --version")])
+    _, f, _ = run_local([CommandSpec("x", ("nodegate-no-such-tool", "--version"))])
     assert f.results["x"].rc == 127 and "nodegate-no-such-tool" in f.results["x"].stderr
 
 
@@ -53,7 +53,7 @@ def test_output_that_looks_like_frames_is_only_output():
     # A tool printing frame syntax, even with the real nonce, stays inside its own frame.
     n = "f" * 32
     fake = f"@@{n} F a 0 1 2 0 0 -\\n@@{n} DONE"
-    _, f, _ = run_local([CommandSpec("a", f"echo '{fake}'; echo real")], nonce=n)
+    _, f, _ = run_local([CommandSpec("a", (Shell(f"echo '{fake}'; echo real"),))], nonce=n)
     assert f.results["a"].stdout == f"@@{n} F a 0 1 2 0 0 -\n@@{n} DONE\nreal\n"
 
 
@@ -79,7 +79,10 @@ fi
 def test_a_tool_cannot_read_the_script_nor_forge_frames(tmp_path):
     forger = tmp_path / "forger.sh"
     forger.write_text(FORGER)
-    specs = [CommandSpec("evil", f"bash {forger}"), CommandSpec("os", "echo ID=rocky")]
+    specs = [
+        CommandSpec("evil", (Shell(f"bash {forger}"),)),
+        CommandSpec("os", (Shell("echo ID=rocky"),)),
+    ]
     _, f, _ = run_local(specs)
     assert f.problem is None and f.done
     assert f.results["evil"].stdout == "learnt=[] rest=0\n"
@@ -88,8 +91,8 @@ def test_a_tool_cannot_read_the_script_nor_forge_frames(tmp_path):
 
 def test_a_process_left_behind_neither_stalls_nor_writes_into_others(tmp_path):
     specs = [
-        CommandSpec("lingers", "setsid sh -c 'sleep 1; echo late' & echo early", 10),
-        CommandSpec("next", "sleep 1.5; echo mine", 10),
+        CommandSpec("lingers", (Shell("setsid sh -c 'sleep 1; echo late' & echo early"),), 10),
+        CommandSpec("next", (Shell("sleep 1.5; echo mine"),), 10),
     ]
     script, f, _ = run_local(specs)
     assert f.done
@@ -98,7 +101,7 @@ def test_a_process_left_behind_neither_stalls_nor_writes_into_others(tmp_path):
 
 
 def test_output_is_capped_on_the_node_and_marked():
-    specs = [CommandSpec("flood", "yes", 20), CommandSpec("after", "echo ok")]
+    specs = [CommandSpec("flood", ("yes",), 20), CommandSpec("after", ("echo", "ok"))]
     _, f, raw = run_local(specs, max_bytes=64 * 1024)
     flood = f.results["flood"]
     assert flood.truncated == "stdout cut at 65536 bytes"
@@ -108,7 +111,7 @@ def test_output_is_capped_on_the_node_and_marked():
 
 
 def test_nul_bytes_are_reported_not_hidden():
-    _, f, _ = run_local([CommandSpec("bin", "printf 'a\\0b\\n'")])
+    _, f, _ = run_local([CommandSpec("bin", (Shell("printf 'a\\0b\\n'"),))])
     assert (f.results["bin"].stdout, f.results["bin"].truncated) == (
         "ab\n",
         "NUL bytes in stdout (dropped)",
@@ -116,7 +119,9 @@ def test_nul_bytes_are_reported_not_hidden():
 
 
 def test_truncated_session_keeps_what_was_measured():
-    script, f, raw = run_local([CommandSpec("a", "echo first"), CommandSpec("b", "echo second")])
+    script, f, raw = run_local(
+        [CommandSpec("a", ("echo", "first")), CommandSpec("b", ("echo", "second"))]
+    )
     cut = raw[: raw.index(b"second")]
     g = parse_frames(script, cut)  # type: ignore[arg-type]
     assert not g.done and g.problem == "session cut inside the output of b"
@@ -128,7 +133,9 @@ def test_truncated_session_keeps_what_was_measured():
 
 
 def test_bytes_that_are_not_frames_stop_the_reading():
-    script, f, raw = run_local([CommandSpec("a", "echo one"), CommandSpec("b", "echo two")])
+    script, f, raw = run_local(
+        [CommandSpec("a", ("echo", "one")), CommandSpec("b", ("echo", "two"))]
+    )
     i = raw.index(b"@@", raw.index(b" F a "))  # the start of b's B marker
     g = parse_frames(script, raw[:i] + b"INJECTED\n" + raw[i:])  # type: ignore[arg-type]
     assert list(g.results) == ["a"]
@@ -139,12 +146,19 @@ def test_bytes_that_are_not_frames_stop_the_reading():
 
 
 def test_arguments_are_quoted():
-    _, f, _ = run_local([CommandSpec("q", "printf '%s\\n' \"a b\" '$(touch /tmp/x)'")])
-    assert f.results["q"].stdout == "a b\n$(touch /tmp/x)\n"
+    argv = ("printf", "%s\\n", "a b", "$(touch /tmp/x)", "it's", "x\ny")
+    _, f, _ = run_local([CommandSpec("q", argv)])
+    assert f.results["q"].stdout == "a b\n$(touch /tmp/x)\nit's\nx\ny\n"
+    assert f.results["q"].cmd == "printf '%s\\n' 'a b' '$(touch /tmp/x)' 'it'\"'\"'s' 'x\ny'"
+
+
+def test_a_line_of_text_is_not_a_command():
+    with pytest.raises(TypeError, match="argv is a tuple of parts"):
+        CommandSpec("k", "uname -r")  # type: ignore[arg-type]
 
 
 def test_nothing_is_left_on_the_node():
-    script, f, _ = run_local([CommandSpec("a", "echo hi")])
+    script, f, _ = run_local([CommandSpec("a", ("echo", "hi"))])
     left = subprocess.run(
         [
             "sh",
@@ -160,9 +174,9 @@ def test_nothing_is_left_on_the_node():
 @pytest.mark.parametrize("bad", ["a b", "", "x/y"])
 def test_command_ids_are_checked(bad):
     with pytest.raises(ValueError):
-        build_script([CommandSpec(bad, "true")])
+        build_script([CommandSpec(bad, ("true",))])
 
 
 def test_duplicate_ids_rejected():
     with pytest.raises(ValueError):
-        build_script([CommandSpec("a", "true"), CommandSpec("a", "false")])
+        build_script([CommandSpec("a", ("true",)), CommandSpec("a", ("false",))])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from nodegate.core.values import CommandSpec, Reach
+from nodegate.core.values import CommandSpec, Reach, Shell
 from nodegate.transport import script as script_module
 from nodegate.transport.evidence import EvidenceWriter, open_evidence, resolve_evidence
 from nodegate.transport.local import LocalTransport, ReplayTransport
@@ -14,9 +14,9 @@ from nodegate.transport.script import build_script, parse_frames
 
 def test_local_session_writes_evidence_and_replays(tmp_path):
     specs = [
-        CommandSpec("hello", "echo hello"),
-        CommandSpec("fail", "echo no >&2; exit 2"),
-        CommandSpec("hang", "sleep 20", 0.3),
+        CommandSpec("hello", ("echo", "hello")),
+        CommandSpec("fail", (Shell("echo no >&2; exit 2"),)),
+        CommandSpec("hang", ("sleep", "20"), 0.3),
     ]
     raw = tmp_path / "raw"
     t = LocalTransport(evidence=EvidenceWriter(raw, "local"))
@@ -42,13 +42,13 @@ def test_local_session_writes_evidence_and_replays(tmp_path):
 def test_replay_refuses_a_different_command(tmp_path):
     raw = tmp_path / "raw"
     t = LocalTransport(evidence=EvidenceWriter(raw, "local"))
-    asyncio.run(t.run_stage("reach", {"n1": [CommandSpec("k", "uname -r")]}))
+    asyncio.run(t.run_stage("reach", {"n1": [CommandSpec("k", ("uname", "-r"))]}))
     back = asyncio.run(
-        ReplayTransport(raw).run_stage("reach", {"n1": [CommandSpec("k", "uname -a")]})
+        ReplayTransport(raw).run_stage("reach", {"n1": [CommandSpec("k", ("uname", "-a"))]})
     )
     assert "k" not in back["n1"].results and "captured command differs" in back["n1"].detail
     missing = asyncio.run(
-        ReplayTransport(raw).run_stage("reach", {"n2": [CommandSpec("k", "uname -r")]})
+        ReplayTransport(raw).run_stage("reach", {"n2": [CommandSpec("k", ("uname", "-r"))]})
     )
     assert missing["n2"].reach is Reach.ERROR
 
@@ -59,7 +59,9 @@ def test_session_deadline_keeps_partial_output(tmp_path, monkeypatch):
 
     async def go():
         # Bypass per-command deadlines: a session deadline shorter than the command.
-        script = build_script([CommandSpec("a", "echo first", 0.1), CommandSpec("b", "sleep 9")])
+        script = build_script(
+            [CommandSpec("a", ("echo", "first"), 0.1), CommandSpec("b", ("sleep", "9"))]
+        )
         return await t._session("x", dataclasses.replace(script, specs=script.specs[:1]))
 
     s = asyncio.run(go())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from nodegate.core.thresholds import Threshold
 
@@ -31,16 +31,40 @@ class Reach(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class CommandSpec:
-    """One command a stage runs on a node.
+class Shell:
+    """Shell syntax nodegate writes itself (a glob, a redirection, a pipeline, `$var`), placed
+    in a command line exactly as written, spaces included.
 
-    `cmd` is a shell command line built by nodegate (inventory values are quoted with
-    shlex.quote before they get here); it runs under `timeout timeout_s`.
+    Trusted text: never built from inventory, profile or node strings (numbers nodegate
+    formats, and names it has checked, excepted). Those are plain `str` parts of a command
+    (one argument each), quoted once where the line is rendered
+    (`nodegate.transport.script.command_line`).
+    """
+
+    text: str
+
+
+# One part of a command: an argument (quoted when rendered) or shell syntax (as written).
+Part: TypeAlias = str | Shell
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    """One command a stage runs on a node: `argv` parts, rendered and quoted once when the
+    stage script is built; it runs under `timeout timeout_s`.
+
+    >>> CommandSpec("kernel", ("uname", "-r"), 10.0).argv
+    ('uname', '-r')
     """
 
     id: str
-    cmd: str
+    argv: tuple[Part, ...]
     timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.argv, (str, Shell)):
+            raise TypeError(f"command {self.id!r}: argv is a tuple of parts, not {self.argv!r}")
+        object.__setattr__(self, "argv", tuple(self.argv))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import pytest
 
 from nodegate.admission.waivers import WaiverSet
 from nodegate.core.safetext import printable, printable_lines
-from nodegate.core.values import CommandResult, CommandSpec, Status, Verdict
+from nodegate.core.values import CommandResult, CommandSpec, Shell, Status, Verdict
 from nodegate.session.engine import LoopThread
 from nodegate.session.state import STATE, RunState
 from nodegate.stages.registry import checks_by_test
@@ -189,7 +189,8 @@ class NodeHandle:
             st.transport = st.open_transport()
         assert st.transport is not None
         out = st.loop.call(
-            st.transport.run_node(self.name, "site", [CommandSpec("cmd", cmd, timeout_s)])
+            # The site's own shell line (written in its conftest, as trusted as nodegate's).
+            st.transport.run_node(self.name, "site", [CommandSpec("cmd", (Shell(cmd),), timeout_s)])
         )
         r = out.result("cmd")
         if r is None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from nodegate.core.settings import DEFAULT_FANOUT
-from nodegate.core.values import CommandSpec, NodeOutcome, Reach
+from nodegate.core.values import CommandSpec, NodeOutcome, Part, Reach
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.process import RemoteProcess, SpawnError
 from nodegate.transport.script import DEFAULT_MAX_BYTES, StageScript, build_script, parse_frames
@@ -160,8 +160,9 @@ class Transport(abc.ABC):
         """The address other nodes use to reach `node` (an ib_write_bw client's server)."""
         return node
 
-    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
-        """Start `cmd` on `node` under `timeout timeout_s` and return at once (active stages).
+    async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
+        """Start `command` on `node` under `timeout timeout_s` and return at once (active
+        stages); its parts are rendered by `script.command_line` (what the process's `cmd` is).
 
         Raises SpawnError when the node cannot run it.
         """

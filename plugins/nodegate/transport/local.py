@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nodegate.core.values import CommandResult, CommandSpec, NodeOutcome, Reach
+from nodegate.core.values import CommandResult, CommandSpec, NodeOutcome, Part, Reach
 from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter, capture_reach, read_capture
 from nodegate.transport.process import RemoteProcess, kill_script, wrap
 from nodegate.transport.replay_process import CapturedProcesses
-from nodegate.transport.script import LAUNCHER, StageScript
+from nodegate.transport.script import LAUNCHER, StageScript, command_line
 
 
 class LocalTransport(Transport):
@@ -58,7 +58,8 @@ class LocalTransport(Transport):
             )
         return Session(Reach.OK, out, err)
 
-    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+    async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
+        cmd = command_line(command)
         p = LocalProcess(node, cmd, timeout_s)
         p.proc = await asyncio.create_subprocess_exec(
             "sh",
@@ -110,8 +111,8 @@ class ReplayTransport(Transport):
     def address(self, node: str) -> str:
         return self.processes.address(node) or node
 
-    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
-        return self.processes.take(node, cmd, timeout_s)
+    async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
+        return self.processes.take(node, command_line(command), timeout_s)
 
     async def _session(self, node: str, script: StageScript) -> Session:
         raise NotImplementedError  # run_node is overridden: a replay has no script
@@ -135,14 +136,15 @@ class ReplayTransport(Transport):
                 if c is None:
                     missing.append(spec.id)
                     continue
-                if c.get("cmd") != spec.cmd:
+                cmd = command_line(spec.argv)
+                if c.get("cmd") != cmd:
                     # The check now runs a different command than the one captured: the
                     # captured output is not evidence for it.
                     missing.append(f"{spec.id} (captured command differs)")
                     continue
                 results[spec.id] = CommandResult(
                     id=spec.id,
-                    cmd=spec.cmd,
+                    cmd=cmd,
                     rc=c.get("rc"),
                     stdout=c.get("stdout", ""),
                     stderr=c.get("stderr", ""),

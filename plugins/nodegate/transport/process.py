@@ -17,13 +17,17 @@ import abc
 import asyncio
 import contextlib
 import secrets
-import shlex
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from nodegate.transport.script import DEFAULT_MAX_BYTES, KILL_AFTER_S, TIMEOUT_RCS
+from nodegate.transport.script import (
+    DEFAULT_MAX_BYTES,
+    KILL_AFTER_S,
+    TIMEOUT_RCS,
+    in_sh_under_timeout,
+)
 
 R = TypeVar("R")
 
@@ -85,8 +89,7 @@ def wrap(cmd: str, timeout_s: float, tag: str) -> str:
     so a stray-process check can find exactly this spawn's survivors (a random tag cannot
     match a reused PID or another run's process of the same name).
     """
-    inner = shlex.quote(cmd)
-    bounded = f"timeout -k {KILL_AFTER_S:g} {timeout_s:g} sh -c {inner}"
+    bounded = in_sh_under_timeout(cmd, timeout_s)
     return f"echo {tag} $$ >&2; {SPAWN_ENV}={tag}; export {SPAWN_ENV}; exec {bounded} </dev/null"
 
 

@@ -15,6 +15,10 @@ What a node prints cannot forge a result:
 Nothing is forked per command beyond `timeout` and the command: the files are read back with
 bash's no-fork `$(<file)`, and one `rm` clears them at the end. On a simulated fleet of 1,024
 nodes every extra process is ~1-2 ms of the shared 2 cores.
+
+Quoting happens here and nowhere else: a command is its parts (`CommandSpec.argv`, a spawn's
+command), each argument quoted once by `command_line`, which is also the text results and
+evidence show.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from nodegate.core.values import CommandResult, CommandSpec
+from nodegate.core.values import CommandResult, CommandSpec, Part, Shell
 
 # Characters that need a shell to interpret; a command without any runs as a plain argv.
 _SHELL_META = re.compile(r"[|&;<>()$`\\\"'*?\[\]{}~#=\n!]")
@@ -79,13 +83,52 @@ class StageScript:
         return len(self.specs) * (2 * (self.max_bytes + 1024) + 256) + 65536
 
 
+def command_line(argv: Sequence[Part]) -> str:
+    """A command's line: each `str` part one argument (quoted), `Shell` parts as written.
+
+    Two arguments in a row are separated by one space; `Shell` text brings its own spaces.
+
+    >>> command_line(("grep", "-H", "a b;c", Shell(" /sys/*/x 2>/dev/null")))
+    "grep -H 'a b;c' /sys/*/x 2>/dev/null"
+    """
+    if isinstance(argv, (str, Shell)):
+        raise TypeError(f"a command is a sequence of parts, not {argv!r}")
+    return _line(tuple(argv))
+
+
+@lru_cache(maxsize=4096)
+def _line(argv: tuple[Part, ...]) -> str:
+    out: list[str] = []
+    after_arg = False
+    for part in argv:
+        if isinstance(part, Shell):
+            out.append(part.text)
+            after_arg = False
+        elif isinstance(part, str):
+            out.append((" " if after_arg else "") + shlex.quote(part))
+            after_arg = True
+        else:
+            raise TypeError(f"a command part is a str or a Shell, not {part!r}")
+    return "".join(out)
+
+
+def in_sh_under_timeout(cmd: str, timeout_s: float) -> str:
+    """A rendered line run by `sh -c` under `timeout` (a spawned command's, `process.wrap`).
+
+    >>> in_sh_under_timeout("ls /sys/* | wc -l", 5)
+    "timeout -k 2 5 sh -c 'ls /sys/* | wc -l'"
+    """
+    return f"timeout -k {KILL_AFTER_S:g} {timeout_s:g} sh -c {shlex.quote(cmd)}"
+
+
 @lru_cache(maxsize=4096)
 def _invocation_of(cmd: str, timeout_s: float) -> str:
+    """`cmd` under `timeout`: a plain line runs as its argv, one with shell syntax in `sh -c`."""
     t = f"{timeout_s:g}"
     if _SHELL_META.search(cmd) is None and cmd.strip():
         argv = shlex.split(cmd)
         return f"timeout -k {KILL_AFTER_S:g} {t} " + " ".join(shlex.quote(a) for a in argv)
-    return f"timeout -k {KILL_AFTER_S:g} {t} sh -c {shlex.quote(cmd)}"
+    return in_sh_under_timeout(cmd, timeout_s)
 
 
 def build_script(
@@ -114,10 +157,10 @@ def build_script(
         if not re.fullmatch(r"[A-Za-z0-9_.:-]+", spec.id) or spec.id in seen:
             raise ValueError(f"command id {spec.id!r} must be unique and [A-Za-z0-9_.:-]+")
         seen.add(spec.id)
+        run = _invocation_of(command_line(spec.argv), spec.timeout_s)
         lines += [
             f'_nf_0={now}; printf \'@@%s B %s %s\\n\' "$_nf_n" {spec.id} "$_nf_0"',
-            f'{_invocation_of(spec.cmd, spec.timeout_s)} </dev/null >"$_nf_p.{spec.id}.o" '
-            f'2>"$_nf_p.{spec.id}.e"; _nf_rc=$?',
+            f'{run} </dev/null >"$_nf_p.{spec.id}.o" 2>"$_nf_p.{spec.id}.e"; _nf_rc=$?',
             f'_nf_f {spec.id} "$_nf_rc" "$_nf_0" {now}',
         ]
     lines.append("printf '@@%s DONE\\n' \"$_nf_n\"")
@@ -180,7 +223,8 @@ def parse_frames(script: StageScript, stdout: bytes) -> Frames:
             continue
         if head is not None and kind == "B" and len(head[0]) == 3 and head[0][1] in by_id:
             cid = head[0][1]
-            results[cid] = CommandResult(cid, by_id[cid].cmd, None, "", "", None, timed_out=True)
+            cmd = command_line(by_id[cid].argv)
+            results[cid] = CommandResult(cid, cmd, None, "", "", None, timed_out=True)
             pos = head[1]
             continue
         if head is not None and kind == "F" and len(head[0]) == 8 and head[0][1] in by_id:
@@ -220,7 +264,7 @@ def _result(
     ]
     return CommandResult(
         id=spec.id,
-        cmd=spec.cmd,
+        cmd=command_line(spec.argv),
         rc=rc,
         stdout=stdout,
         stderr=stderr,

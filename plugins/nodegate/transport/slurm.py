@@ -19,14 +19,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from nodegate.core.settings import DEFAULT_FANOUT
-from nodegate.core.values import CommandSpec, NodeOutcome, Reach
+from nodegate.core.values import CommandSpec, NodeOutcome, Part, Reach
 from nodegate.inventory import Node
 from nodegate.transport.base import Session, Transport, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.local import LocalProcess
 from nodegate.transport.process import RemoteProcess, SpawnError, kill_script, wrap
 from nodegate.transport.scontrol import SLURM_NAME_LABEL, Scontrol, SlurmError
-from nodegate.transport.script import LAUNCHER, StageScript, build_script
+from nodegate.transport.script import LAUNCHER, StageScript, build_script, command_line
 from nodegate.transport.slurm_jobs import (
     STOP_GRACE_S,
     Allocation,
@@ -299,7 +299,8 @@ class SlurmTransport(Transport):
             self._addresses = {k: t.hostname for k, t in resolve_targets(self.nodes, None).items()}
         return self._addresses.get(node, node)
 
-    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+    async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
+        cmd = command_line(command)
         if node not in self.slurm_names:
             raise SpawnError(node, Reach.ERROR.value, "not a node of this run")
         if self.alloc is None:

@@ -20,7 +20,7 @@ import asyncssh
 
 from nodegate.core.errors import ConfigError
 from nodegate.core.settings import DEFAULT_FANOUT
-from nodegate.core.values import Reach
+from nodegate.core.values import Part, Reach
 from nodegate.inventory import Node
 from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter
@@ -32,7 +32,7 @@ from nodegate.transport.process import (
     kill_script,
     wrap,
 )
-from nodegate.transport.script import LAUNCHER, StageScript
+from nodegate.transport.script import LAUNCHER, StageScript, command_line
 from nodegate.transport.targets import Target, resolve_targets
 
 ENCRYPTION_ALGS = [
@@ -261,7 +261,8 @@ class SSHTransport(Transport):
     def address(self, node: str) -> str:
         return self.targets[node].hostname
 
-    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+    async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
+        cmd = command_line(command)
         conn, reach, why, _ = await self.connect(node)
         if conn is None:
             raise SpawnError(node, reach.value, why)

@@ -10,12 +10,12 @@ rounds, concurrency, plan files, evidence, cleanup.
 from __future__ import annotations
 
 import abc
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from nodegate.core.thresholds import Threshold
-from nodegate.core.values import Reach, Verdict
+from nodegate.core.values import Part, Reach, Verdict
 from nodegate.framework.active.rounds import Localizer, Outcome, Sanity
 from nodegate.transport.process import ProcessResult, RemoteProcess, SpawnError
 
@@ -25,7 +25,9 @@ T = TypeVar("T")
 class Spawner(Protocol):
     """How a test starts remote processes: the stage's ledger (`active.ledger`)."""
 
-    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess: ...
+    async def spawn(
+        self, node: str, command: Sequence[Part], timeout_s: float
+    ) -> RemoteProcess: ...
 
 
 @dataclass(frozen=True, slots=True)

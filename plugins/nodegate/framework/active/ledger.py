@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shlex
 from collections.abc import Iterable, Sequence
 
-from nodegate.core.values import CommandSpec, NodeOutcome
+from nodegate.core.values import CommandSpec, NodeOutcome, Part, Shell
 from nodegate.transport.base import Transport
 from nodegate.transport.process import SPAWN_ENV, RemoteProcess
 
@@ -35,10 +34,10 @@ class ProcessLedger:
         self._pending: set[asyncio.Future[RemoteProcess]] = set()
         self._watched: dict[str, set[str]] = {}  # node -> tags spawned elsewhere for it
 
-    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
-        """Start `cmd` on `node` (raises SpawnError); recorded even if the caller is cancelled
-        while the channel opens, so cleanup still finds it."""
-        fut = asyncio.ensure_future(self.transport.spawn(node, cmd, timeout_s))
+    async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
+        """Start `command` on `node` (raises SpawnError); recorded even if the caller is
+        cancelled while the channel opens, so cleanup still finds it."""
+        fut = asyncio.ensure_future(self.transport.spawn(node, command, timeout_s))
         self._pending.add(fut)
         fut.add_done_callback(self._register)
         return await asyncio.shield(fut)
@@ -87,14 +86,14 @@ class SpawnScope:
         self.attempts = 0
         self.started: list[RemoteProcess] = []
 
-    async def spawn(self, node: str, cmd: str, timeout_s: float) -> RemoteProcess:
+    async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
         self.attempts += 1
         if self.allowed is not None and self.attempts > self.allowed:
             raise RuntimeError(
                 f"a test started more than the {self.allowed} process(es) its campaign's "
                 f"channels() declares (spawning on {node}): the --max-active count is wrong"
             )
-        p = await self.ledger.spawn(node, cmd, timeout_s)
+        p = await self.ledger.spawn(node, command, timeout_s)
         self.started.append(p)
         return p
 
@@ -105,23 +104,31 @@ class SpawnScope:
         self.ledger.watch([n for n in test_nodes if n not in ran], [p.tag for p in self.started])
 
 
-def stray_script(tags: Sequence[str]) -> str:
+def stray_script(tags: Sequence[str]) -> tuple[Part, ...]:
     """`<pid> <command line>` per live process whose environment holds one of `tags`.
 
     Fails (rc 3) rather than pass when /proc or `grep -z` is not there to look with.
     """
     if not tags:
-        return "true"
-    patterns = " ".join(f"-e {shlex.quote(f'{SPAWN_ENV}={t}')}" for t in sorted(set(tags)))
+        return ("true",)
+    patterns: list[Part] = []
+    for t in sorted(set(tags)):
+        patterns += ["-e", f"{SPAWN_ENV}={t}"]
     return (
-        "[ -r /proc/self/environ ] || { echo 'cannot read /proc/<pid>/environ' >&2; exit 3; }\n"
-        "printf 'x\\0' | grep -qzx x || { echo 'grep -z not available' >&2; exit 3; }\n"
-        f"for f in $(grep -lsazxF {patterns} /proc/[0-9]*/environ); do\n"
-        "  p=${f#/proc/}; p=${p%/environ}\n"
-        "  a=$(tr '\\0' ' ' < \"/proc/$p/cmdline\" 2>/dev/null) || continue\n"
-        '  [ -n "$a" ] && printf \'%s %s\\n\' "$p" "${a% }"\n'
-        "done\n"
-        "exit 0"
+        Shell(
+            "[ -r /proc/self/environ ] || { echo 'cannot read /proc/<pid>/environ' >&2; exit 3; }\n"
+            "printf 'x\\0' | grep -qzx x || { echo 'grep -z not available' >&2; exit 3; }\n"
+            "for f in $(grep -lsazxF "
+        ),
+        *patterns,
+        Shell(
+            " /proc/[0-9]*/environ); do\n"
+            "  p=${f#/proc/}; p=${p%/environ}\n"
+            "  a=$(tr '\\0' ' ' < \"/proc/$p/cmdline\" 2>/dev/null) || continue\n"
+            '  [ -n "$a" ] && printf \'%s %s\\n\' "$p" "${a% }"\n'
+            "done\n"
+            "exit 0"
+        ),
     )
 
 

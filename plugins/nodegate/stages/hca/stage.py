@@ -10,8 +10,6 @@ reads `nvidia-smi topo -m`, the nvidia_peermem module state, the NVIDIA driver, 
 
 from __future__ import annotations
 
-import shlex
-
 from nodegate.core.values import CommandSpec, NodeOutcome
 from nodegate.framework.stage import PassiveStage
 from nodegate.inventory import Node
@@ -29,6 +27,7 @@ from nodegate.stages.hca.commands import (
     SYSFS_AGAIN_COMMAND,
     SYSFS_COMMAND,
     TOPO,
+    mlxlink_argv,
     mlxlink_id,
 )
 from nodegate.stages.hca.facts import HcaFacts, build_facts
@@ -45,18 +44,14 @@ class HcaStage(PassiveStage[HcaFacts, HcaProfile]):
         window = prof.counters.window_s
         return [
             CommandSpec(SYSFS, SYSFS_COMMAND, t),
-            CommandSpec(SLEEP, f"sleep {window:g}", window + t),
+            CommandSpec(SLEEP, ("sleep", f"{window:g}"), window + t),
             CommandSpec(SYSFS_AGAIN, SYSFS_AGAIN_COMMAND, t),
-            CommandSpec(TOPO, "nvidia-smi topo -m", t),
-            CommandSpec(PEERMEM, "cat /sys/module/nvidia_peermem/initstate", t),
-            CommandSpec(DRIVER, "cat /proc/driver/nvidia/version", t),
-            CommandSpec(KERNEL, "uname -r", t),
+            CommandSpec(TOPO, ("nvidia-smi", "topo", "-m"), t),
+            CommandSpec(PEERMEM, ("cat", "/sys/module/nvidia_peermem/initstate"), t),
+            CommandSpec(DRIVER, ("cat", "/proc/driver/nvidia/version"), t),
+            CommandSpec(KERNEL, ("uname", "-r"), t),
         ] + [
-            CommandSpec(
-                mlxlink_id(r.device),
-                f"mlxlink -d {shlex.quote(r.device)} -m -c --json",
-                MLXLINK_TIMEOUT_S,
-            )
+            CommandSpec(mlxlink_id(r.device), mlxlink_argv(r.device), MLXLINK_TIMEOUT_S)
             for r in prof.rails
             if prof.link_health is not None
         ]

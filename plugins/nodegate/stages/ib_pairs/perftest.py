@@ -11,10 +11,10 @@ the test's. Sanity reads both sides through the perftest parser.
 
 from __future__ import annotations
 
-import shlex
 import time
 
 from nodegate.core.errors import ParseError
+from nodegate.core.values import Part, Shell
 from nodegate.framework.active.campaign import Execution, Side, Spawner, spawn_failure
 from nodegate.framework.active.rounds import Sanity
 from nodegate.parsers.perftest import PerftestResult, parse_ib_write_bw
@@ -22,6 +22,7 @@ from nodegate.parsers.perftest_failure import PerftestFailure
 from nodegate.stages.ib_pairs.plan import PairTest
 from nodegate.stages.ib_pairs.profile import IbPairsProfile, Method, Rail
 from nodegate.transport.process import ProcessResult, SpawnError
+from nodegate.transport.script import command_line
 
 READY = "NODEGATE-PERFTEST-LISTENING"
 SERVER_AFTER_CLIENT_S = 10.0  # a server lingering this long after its client is hung
@@ -45,25 +46,26 @@ def perftest_argv(rail: Rail, m: Method, port_base: int, server_addr: str | None
     return argv
 
 
-def server_script(rail: Rail, prof: IbPairsProfile) -> str:
+def server_script(rail: Rail, prof: IbPairsProfile) -> tuple[Part, ...]:
     """Start the server, report readiness once its own PID listens on the port, wait for it."""
-    cmd = " ".join(shlex.quote(a) for a in perftest_argv(rail, prof.method, prof.port_base, None))
-    port = prof.port_base + rail.rail
+    port = int(prof.port_base + rail.rail)  # a number in the shell text, never a string
     return (
-        f"{cmd} & p=$!\n"
-        "while :; do\n"
-        f'  case "$(ss -Hltnp "sport = :{port}" 2>/dev/null)" in *"pid=$p,"*) break ;; esac\n'
-        '  kill -0 "$p" 2>/dev/null || { wait "$p"; exit $?; }\n'
-        "  sleep 0.05\n"
-        "done\n"
-        f"echo {READY}\n"
-        'wait "$p"'
+        *perftest_argv(rail, prof.method, prof.port_base, None),
+        Shell(
+            " & p=$!\n"
+            "while :; do\n"
+            f'  case "$(ss -Hltnp "sport = :{port}" 2>/dev/null)" in *"pid=$p,"*) break ;; esac\n'
+            '  kill -0 "$p" 2>/dev/null || { wait "$p"; exit $?; }\n'
+            "  sleep 0.05\n"
+            "done\n"
+            f"echo {READY}\n"
+            'wait "$p"'
+        ),
     )
 
 
-def client_command(rail: Rail, prof: IbPairsProfile, server_addr: str) -> str:
-    argv = perftest_argv(rail, prof.method, prof.port_base, server_addr)
-    return " ".join(shlex.quote(a) for a in argv)
+def client_command(rail: Rail, prof: IbPairsProfile, server_addr: str) -> tuple[Part, ...]:
+    return tuple(perftest_argv(rail, prof.method, prof.port_base, server_addr))
 
 
 async def run_pair(
@@ -71,8 +73,8 @@ async def run_pair(
 ) -> Execution:
     """Server, readiness, client, both collected under deadlines; nothing judged here. A node
     that cannot run its side (unreachable, connection lost) is named in the sides' `lost`."""
-    srv_cmd = server_script(rail, prof)
-    cli_cmd = client_command(rail, prof, server_addr)
+    srv, cli = server_script(rail, prof), client_command(rail, prof, server_addr)
+    srv_cmd, cli_cmd = command_line(srv), command_line(cli)  # what the evidence shows
 
     def sides(s: ProcessResult | None, why: str, lost: str | None = None) -> tuple[Side, ...]:
         """The server (as far as it got) and a client that never started, and why."""
@@ -82,7 +84,7 @@ async def run_pair(
         )
 
     try:
-        server = await spawn.spawn(test.server, srv_cmd, prof.timeout_s + prof.ready_timeout_s)
+        server = await spawn.spawn(test.server, srv, prof.timeout_s + prof.ready_timeout_s)
     except SpawnError as exc:
         lost = spawn_failure(exc)
         why = f"server {test.server}: {lost}"
@@ -97,7 +99,7 @@ async def run_pair(
         )
         return Execution(sides(s, f"not started: {why}"), why)
     try:
-        client = await spawn.spawn(test.client, cli_cmd, prof.timeout_s)
+        client = await spawn.spawn(test.client, cli, prof.timeout_s)
     except SpawnError as exc:
         await server.kill(hang_up=False)
         s = await server.wait(time.monotonic() + KILLED_WAIT_S)

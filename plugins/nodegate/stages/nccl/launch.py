@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import secrets
-import shlex
 import signal
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nodegate.core.values import Part, Shell
 from nodegate.framework.active.campaign import Execution, Side, Spawner, spawn_failure
 from nodegate.framework.active.ledger import SpawnScope
 from nodegate.stages.nccl.profile import NcclProfile
@@ -32,9 +33,11 @@ from nodegate.transport.process import (
     SpawnError,
     overflow_reason,
 )
+from nodegate.transport.script import command_line
 
 SRUN_GRACE_S = 5.0  # after srun's second SIGINT, before SIGKILL
 SLACK_S = 15.0  # launcher start-up beyond the job's own deadline
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a name placed in the script as written
 
 
 def perf_argv(prof: NcclProfile) -> list[str]:
@@ -55,43 +58,49 @@ def job_env(prof: NcclProfile, extra: Mapping[str, str], comm_id: str) -> dict[s
     return dict(sorted(env.items()))
 
 
-def mpirun_script(prof: NcclProfile, addresses: Sequence[str], env: Mapping[str, str]) -> str:
+def mpirun_script(
+    prof: NcclProfile, addresses: Sequence[str], env: Mapping[str, str]
+) -> tuple[Part, ...]:
     """The launcher's shell script on the job's first node: the hostfile (data-plane
     addresses, one line per node), the environment, then mpirun."""
     rpn = prof.ranks_per_node
-    argv = ["mpirun", "--hostfile", "HOSTFILE", "-np", str(rpn * len(addresses))]
+    argv: list[Part] = ["mpirun", "--hostfile", Shell(' "$hf" '), "-np", str(rpn * len(addresses))]
     argv += ["--map-by", f"ppr:{rpn}:node", "--bind-to", "numa"]
     for key, value in prof.mpirun_mca:
         argv += ["--mca", key, value]
     for name in [*env, SPAWN_ENV]:
         argv += ["-x", name]
     argv += [*prof.mpirun_args, *perf_argv(prof)]
-    cmd = " ".join('"$hf"' if a == "HOSTFILE" else shlex.quote(a) for a in argv)
-    hosts = " ".join(shlex.quote(f"{a} slots={rpn}") for a in addresses)
-    exports = "".join(f"{k}={shlex.quote(v)}; export {k}\n" for k, v in env.items())
-    return (
-        'hf=$(mktemp "${TMPDIR:-/tmp}/nodegate-nccl-hosts.XXXXXX") || exit 70\n'
-        "trap 'rm -f \"$hf\"' EXIT\n"
-        "trap 'exit 143' TERM INT\n"
-        f"printf '%s\\n' {hosts} > \"$hf\"\n"
-        f"{exports}"
-        f"{cmd}"
-    )
+    script: list[Part] = [
+        Shell(
+            'hf=$(mktemp "${TMPDIR:-/tmp}/nodegate-nccl-hosts.XXXXXX") || exit 70\n'
+            "trap 'rm -f \"$hf\"' EXIT\n"
+            "trap 'exit 143' TERM INT\n"
+            "printf '%s\\n' "
+        ),
+        *(f"{a} slots={rpn}" for a in addresses),
+        Shell(' > "$hf"\n'),
+    ]
+    for k, v in env.items():
+        if not _ENV_NAME.fullmatch(k):  # the schema allows (NCCL|UCX)_[A-Z0-9_]+ only
+            raise ValueError(f"not an environment variable name: {k!r}")
+        script += [Shell(f"{k}="), v, Shell(f"; export {k}\n")]
+    return (*script, *argv)
 
 
 async def run_mpirun(
-    nodes: Sequence[str], script: str, timeout_s: float, spawn: Spawner
+    nodes: Sequence[str], script: Sequence[Part], timeout_s: float, spawn: Spawner
 ) -> Execution:
     """mpirun on the first node; the other nodes run ranks only (checked for the tag after)."""
-    first = nodes[0]
+    first, cmd = nodes[0], command_line(script)
     try:
         proc = await spawn.spawn(first, script, timeout_s)
     except SpawnError as exc:
         lost = spawn_failure(exc)
-        side = Side(first, "launcher", script, None, f"not started: {lost}", lost)
+        side = Side(first, "launcher", cmd, None, f"not started: {lost}", lost)
         return Execution((side,), f"launcher {first}: {lost}")
     result = await proc.wait()
-    return Execution((Side(first, "launcher", script, result),))
+    return Execution((Side(first, "launcher", cmd, result),))
 
 
 def srun_argv(prof: NcclProfile, nodes: Sequence[str], timeout_s: float, name: str) -> list[str]:
@@ -114,7 +123,7 @@ async def run_srun(
     tag = f"@@{secrets.token_hex(8)}-srun"
     name = f"nodegate-nccl-{tag[2:18]}"
     argv = srun_argv(prof, nodes, timeout_s, name)
-    cmd = " ".join(shlex.quote(a) for a in argv)
+    cmd = command_line(argv)  # what the evidence shows; srun itself runs as an argv
     if isinstance(spawn, SpawnScope):
         spawn.ledger.watch(nodes, [tag])  # the ranks carry the tag: the stray check looks
     t0 = time.monotonic()

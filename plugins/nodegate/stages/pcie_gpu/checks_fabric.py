@@ -8,6 +8,7 @@ from nodegate.core.verdicts import error, judged
 from nodegate.parsers.dcgm import DcgmDiag, DiagResult
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.parsers.nvlink import NvlinkCondition, NvlinkGpu
+from nodegate.stages.pcie_gpu.commands import DCGM, FABRICMANAGER, NVLINK, NVSMI
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name, per_gpu
 from nodegate.stages.pcie_gpu.profile import NvlinkSpec, PcieGpuProfile
@@ -38,12 +39,12 @@ def check_nvlink(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ve
                 "not checked",
                 "none",
                 "profile expects no NVLink",
-                evidence=f.evidence("nvlink"),
+                evidence=f.evidence(NVLINK),
             )
         ]
     want = f"{spec.links_per_gpu.value} links active at {spec.speed.describe()}"
     if f.nvlink is None:
-        return [cmd_error(f, check, "NVLink", want, "nvlink")]
+        return [cmd_error(f, check, "NVLink", want, NVLINK)]
     by_uuid = {g.uuid: g for g in f.nvlink.gpus}
 
     def one(g: NvsmiGpu) -> Verdict:
@@ -55,7 +56,7 @@ def check_nvlink(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ve
                 gpu_name(g),
                 "GPU not listed by nvidia-smi nvlink -s",
                 expected=want,
-                evidence=f.evidence("nvlink", "nvsmi"),
+                evidence=f.evidence(NVLINK, NVSMI),
             )
         return _nvlink_gpu(check, f, gpu_name(g), lg, spec, want)
 
@@ -65,7 +66,7 @@ def check_nvlink(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ve
 def _nvlink_gpu(
     check: AnyCheck, f: PcieGpuFacts, comp: str, lg: NvlinkGpu, spec: NvlinkSpec, want: str
 ) -> Verdict:
-    ev = f.evidence("nvlink")
+    ev = f.evidence(NVLINK)
     if lg.condition is NvlinkCondition.MIG_MODE_NOT_SUPPORTED:
         return error(
             check, f.node, comp, f"not queryable: {lg.message}", expected=want, evidence=ev
@@ -119,7 +120,7 @@ def check_fabric(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ve
         return [judged(check, f.node, True, comp, "not required", "not required", msg)]
     out: list[Verdict] = []
     if f.fm is None:
-        out.append(cmd_error(f, check, comp, "active (running)", "fabricmanager"))
+        out.append(cmd_error(f, check, comp, "active (running)", FABRICMANAGER))
     else:
         fm = f.fm
         got = f"{fm.active_state or fm.load_state} ({fm.sub_state or fm.result or '-'})"
@@ -134,10 +135,10 @@ def check_fabric(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ve
                 "active (running)",
                 f"{fm.unit} {got}",
                 remediation=FM_FIX,
-                evidence=f.evidence("fabricmanager"),
+                evidence=f.evidence(FABRICMANAGER),
             )
         )
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
 
     def one(g: NvsmiGpu) -> Verdict:
         fab = g.fabric
@@ -178,9 +179,9 @@ def check_fabric(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ve
 def check_dcgm(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.dcgm: `dcgmi diag -r <level>` passes every test on every GPU."""
     want = f"diag -r {p.dcgm.level}: every test Pass or Skip"
-    ev = f.evidence("dcgm")
+    ev = f.evidence(DCGM)
     if f.dcgm is None:
-        if f.absent("dcgm") and not p.dcgm.required:
+        if f.absent(DCGM) and not p.dcgm.required:
             return [
                 judged(
                     check,
@@ -193,7 +194,7 @@ def check_dcgm(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verd
                     evidence=ev,
                 )
             ]
-        return [cmd_error(f, check, "dcgmi diag", want, "dcgm")]
+        return [cmd_error(f, check, "dcgmi diag", want, DCGM)]
     allowed = {DiagResult.PASS, DiagResult.SKIP} | (
         {DiagResult.WARN} if p.dcgm.allow_warn else set()
     )

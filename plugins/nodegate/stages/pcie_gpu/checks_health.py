@@ -11,6 +11,7 @@ from nodegate.core.verdicts import error, judged
 from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.parsers.kernel_log import XidEvent
 from nodegate.parsers.pci import normalize_bdf
+from nodegate.stages.pcie_gpu.commands import KERNEL_LOG, NVSMI
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name, per_gpu
 from nodegate.stages.pcie_gpu.profile import XID_ACTIONS, PcieGpuProfile, XidAction, XidTable
@@ -37,7 +38,7 @@ def check_xid(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdi
     hours = p.xid.window_hours
     want = f"no Xid needing action in the last {hours} h"
     if f.klog is None:
-        return [cmd_error(f, check, "kernel log", want, "kernel_log")]
+        return [cmd_error(f, check, "kernel log", want, KERNEL_LOG)]
     by_comp: dict[str, list[XidEvent]] = {}
     for ev in f.klog.xids:
         by_comp.setdefault(_gpu_component(f, ev.bdf), []).append(ev)
@@ -61,7 +62,7 @@ def _gpu_component(f: PcieGpuFacts, bdf: str) -> str:
 
 
 def _ev(f: PcieGpuFacts) -> tuple[str, ...]:
-    return f.evidence("kernel_log")
+    return f.evidence(KERNEL_LOG)
 
 
 def _xid_verdict(
@@ -109,7 +110,7 @@ def _xid_verdict(
 def check_clocks(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.clocks: none of the profile's failing clock event reasons is active."""
     bad = list(p.clock_fail_reasons)
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
 
     def one(g: NvsmiGpu) -> Verdict:
         cer = g.clock_event_reasons
@@ -155,7 +156,7 @@ def check_persistence(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> li
     """gpu.persistence: persistence mode as the profile wants."""
     want = p.persistence_mode
     label = "Enabled" if want else "Disabled"
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
     fix = (
         "enable nvidia-persistenced (systemctl enable --now nvidia-persistenced)"
         if want

@@ -11,6 +11,7 @@ from nodegate.parsers.gpu_facts import NvsmiGpu
 from nodegate.parsers.lspci_bridges import LspciView
 from nodegate.parsers.lspci_select import gpus as lspci_gpus
 from nodegate.parsers.pci import pcie_gen
+from nodegate.stages.pcie_gpu.commands import LSPCI, NVSMI
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error, gpu_name
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
@@ -22,7 +23,7 @@ LinkAspect = Literal["gen", "width"]
 def check_count(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.count: nvidia-smi sees the profile's GPU count; lspci sees no GPU it lacks."""
     want = p.gpu_count.value
-    ev = f.evidence("nvsmi", "lspci")
+    ev = f.evidence(NVSMI, LSPCI)
     if f.nvsmi_no_devices:
         fix = "check that the NVIDIA driver is loaded and the GPUs are on the bus (lspci); "
         return [
@@ -41,7 +42,7 @@ def check_count(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ver
             )
         ]
     if f.nvsmi is None:
-        return [cmd_error(f, check, "GPUs", want, "nvsmi")]
+        return [cmd_error(f, check, "GPUs", want, NVSMI)]
     out: list[Verdict] = []
     seen = {g.pci_bus_id for g in f.gpus}
     for dev in lspci_gpus(f.lspci.report) if f.lspci is not None else ():
@@ -108,8 +109,8 @@ def check_model(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ver
     """gpu.model: every GPU's PCI vendor:device id is one the profile allows."""
     allowed = list(p.pci_device_ids)
     if f.nvsmi is None:
-        return [cmd_error(f, check, "GPUs", allowed, "nvsmi")]
-    ev = f.evidence("nvsmi")
+        return [cmd_error(f, check, "GPUs", allowed, NVSMI)]
+    ev = f.evidence(NVSMI)
     out = [
         judged(
             check,
@@ -143,7 +144,7 @@ def check_driver(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ve
     """gpu.driver: the driver nvidia-smi runs against is allowed by the profile."""
     want = p.driver.expected()
     if f.nvsmi is None or f.nvsmi.driver_version is None:
-        return [cmd_error(f, check, "nvidia driver", want, "nvsmi")]
+        return [cmd_error(f, check, "nvidia driver", want, NVSMI)]
     got = f.nvsmi.driver_version
     ok, want = p.driver.judge(got)
     return [
@@ -156,7 +157,7 @@ def check_driver(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ve
             want,
             f"nvidia-smi driver {got}" + ("" if ok else f", expected {want}"),
             remediation=f"install a qualified NVIDIA driver ({want})",
-            evidence=f.evidence("nvsmi"),
+            evidence=f.evidence(NVSMI),
         )
     ]
 
@@ -186,8 +187,8 @@ def check_link(
     limit = p.pcie_gen if what == "gen" else p.pcie_width
     want = limit.value
     if f.nvsmi is None:
-        return [cmd_error(f, check, "GPUs", want, "nvsmi")]
-    ev = f.evidence("nvsmi", "lspci")
+        return [cmd_error(f, check, "GPUs", want, NVSMI)]
+    ev = f.evidence(NVSMI, LSPCI)
     out = []
     for g in f.gpus:
         got, where = _link(f, g, what)
@@ -253,13 +254,13 @@ def check_switch(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ve
                 "not checked",
                 "not visible",
                 "profile: switch ports are not visible on this SKU (VM)",
-                evidence=f.evidence("lspci"),
+                evidence=f.evidence(LSPCI),
             )
         ]
     if f.lspci is None:
-        return [cmd_error(f, check, "PCIe switch ports", want, "lspci")]
+        return [cmd_error(f, check, "PCIe switch ports", want, LSPCI)]
     if f.nvsmi is None:
-        return [cmd_error(f, check, "PCIe switch ports", want, "nvsmi")]
+        return [cmd_error(f, check, "PCIe switch ports", want, NVSMI)]
     out = [v for g in f.gpus for v in _ports_above(check, f, f.lspci, p, g, want)]
     return out or [
         judged(
@@ -271,7 +272,7 @@ def check_switch(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Ve
             want,
             "no GPU to check",
             remediation="check the GPU driver",
-            evidence=f.evidence("nvsmi"),
+            evidence=f.evidence(NVSMI),
         )
     ]
 
@@ -280,7 +281,7 @@ def _ports_above(
     check: AnyCheck, f: PcieGpuFacts, lspci: LspciView, p: PcieGpuProfile, g: NvsmiGpu, want: str
 ) -> list[Verdict]:
     """One verdict per bridge between the root complex and GPU `g`, root port first."""
-    ev = f.evidence("lspci")
+    ev = f.evidence(LSPCI)
     path = lspci.path_to(g.pci_bus_id or "")
     if not path:
         why = "no bridge above the GPU in lspci -vvv (run as root?)"

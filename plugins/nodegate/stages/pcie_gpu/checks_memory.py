@@ -6,6 +6,7 @@ from nodegate.core.checks import AnyCheck
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import against, error, judged
 from nodegate.parsers.gpu_facts import NvsmiGpu
+from nodegate.stages.pcie_gpu.commands import NVSMI
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import gpu_name, per_gpu
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
@@ -17,7 +18,7 @@ def check_ecc_mode(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[
     """gpu.ecc.mode: ECC current and pending mode as the profile wants."""
     want = p.ecc_enabled
     label = "Enabled" if want else "Disabled"
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
 
     def one(g: NvsmiGpu) -> Verdict:
         mode = g.ecc.mode if g.ecc is not None else None
@@ -50,7 +51,7 @@ def check_ecc_mode(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[
 def check_ecc_uncorrectable(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.ecc.uncorrectable: volatile uncorrectable ECC errors at most the profile's maximum."""
     limit = p.ecc_volatile_uncorrectable
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
 
     def one(g: NvsmiGpu) -> Verdict:
         vol = g.ecc.volatile if g.ecc is not None else None
@@ -82,7 +83,7 @@ def check_ecc_uncorrectable(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile)
 
 def check_remap(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.remap: no row remap pending (needs reset) and no remapping failure (needs RMA)."""
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
 
     def one(g: NvsmiGpu) -> Verdict:
         rr = g.remapped_rows
@@ -135,7 +136,7 @@ def _yn(v: bool | None) -> str:
 def check_retired_pages(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:
     """gpu.retired_pages: (pre-Ampere) retired pages under NVIDIA's limit, none pending."""
     limit = p.retired_pages
-    ev = f.evidence("nvsmi")
+    ev = f.evidence(NVSMI)
 
     def one(g: NvsmiGpu) -> Verdict:
         rp = g.retired_pages

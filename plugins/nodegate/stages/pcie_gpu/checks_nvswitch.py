@@ -16,6 +16,7 @@ from nodegate.core.checks import AnyCheck
 from nodegate.core.remediation import XID_ACTION_CLASS
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import judged
+from nodegate.stages.pcie_gpu.commands import FABRICMANAGER, KERNEL_LOG
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 from nodegate.stages.pcie_gpu.judging import cmd_error
 from nodegate.stages.pcie_gpu.profile import XID_ACTIONS, PcieGpuProfile, SxidTable, XidAction
@@ -47,7 +48,7 @@ def check_nvswitch(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[
     hours = p.xid.window_hours
     want = f"no NVSwitch SXid needing action in the last {hours} h"
     if f.klog is None:
-        return [cmd_error(f, check, KERNEL, want, "kernel_log")]
+        return [cmd_error(f, check, KERNEL, want, KERNEL_LOG)]
     errs = [SwitchError(sx.bdf, sx.sxid, sx.fatal, KERNEL) for sx in f.klog.sxids]
     # The kernel log holds every SXid; an unreadable fabric manager status is gpu.fabric's ERROR.
     fm_note = "; fabric manager journal not read (see gpu.fabric)" if p.fabric_manager else ""
@@ -59,7 +60,7 @@ def check_nvswitch(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[
             if (nv := j.nvswitch_error) is not None and pid is not None and j.pid == pid
         ]
         fm_note = f"; none from the fabric manager (pid {pid})" if pid else ""
-    ev = f.evidence("kernel_log", "fabricmanager")
+    ev = f.evidence(KERNEL_LOG, FABRICMANAGER)
     if not errs:
         msg = f"no SXid in the kernel log of the last {hours} h{fm_note}"
         return [judged(check, f.node, True, "NVSwitches", "none", want, msg, evidence=ev)]

@@ -18,6 +18,7 @@ from nodegate.parsers.kernel_log import KernelLogEvents
 from nodegate.parsers.lspci_bridges import LspciView, parse_lspci_view
 from nodegate.parsers.nvlink import NvlinkStatus, parse_nvlink_status
 from nodegate.parsers.nvsmi_text import NvsmiTextReport, parse_nvsmi_text
+from nodegate.stages.pcie_gpu.commands import DCGM, FABRICMANAGER, KERNEL_LOG, LSPCI, NVLINK, NVSMI
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile
 
 STAGE_NAME = "pcie_gpu"
@@ -66,17 +67,17 @@ class PcieGpuFacts:
 def build_facts(outcome: NodeOutcome, profile: PcieGpuProfile) -> PcieGpuFacts:
     """Parse every command of the stage for one reachable node."""
     reader = OutcomeReader(STAGE_NAME, outcome)
-    nvsmi = reader.parse("nvsmi", parse_nvsmi_text, absent_rcs=(NOT_INSTALLED,))
+    nvsmi = reader.parse(NVSMI, parse_nvsmi_text, absent_rcs=(NOT_INSTALLED,))
     if nvsmi is not None and nvsmi.fragment:
-        reader.errors["nvsmi"] = "`nvidia-smi -q` printed no `GPU <bus id>` block"
+        reader.errors[NVSMI] = "`nvidia-smi -q` printed no `GPU <bus id>` block"
         nvsmi = None
-    res = reader.result("nvsmi")
-    lspci = reader.parse("lspci", parse_lspci_view, absent_rcs=(NOT_INSTALLED,))
-    nvlink = reader.parse("nvlink", parse_nvlink_status, absent_rcs=(NOT_INSTALLED,))
-    klog = reader.parse("kernel_log", parse_kernel_window, absent_rcs=(NOT_INSTALLED,))
+    res = reader.result(NVSMI)
+    lspci = reader.parse(LSPCI, parse_lspci_view, absent_rcs=(NOT_INSTALLED,))
+    nvlink = reader.parse(NVLINK, parse_nvlink_status, absent_rcs=(NOT_INSTALLED,))
+    klog = reader.parse(KERNEL_LOG, parse_kernel_window, absent_rcs=(NOT_INSTALLED,))
     fm = _fabric_manager(reader) if profile.fabric_manager else None
     dcgm = _dcgm(reader)
-    dcgm_res = reader.result("dcgm")
+    dcgm_res = reader.result(DCGM)
     return PcieGpuFacts(
         node=outcome.node,
         nvsmi=nvsmi,
@@ -96,23 +97,23 @@ def build_facts(outcome: NodeOutcome, profile: PcieGpuProfile) -> PcieGpuFacts:
 
 def _fabric_manager(reader: OutcomeReader) -> FabricManagerStatus | None:
     """`systemctl status nvidia-fabricmanager`: its text, whatever the unit's state."""
-    r = reader.result("fabricmanager")
+    r = reader.result(FABRICMANAGER)
     if r is None or r.timed_out or r.truncated or r.rc not in SYSTEMCTL_STATUS_RCS:
-        return reader.parse("fabricmanager", parse_fabricmanager_status)
+        return reader.parse(FABRICMANAGER, parse_fabricmanager_status)
     try:
         return parse_fabricmanager_status(r.stdout or r.stderr)
     except ParseError as exc:
-        reader.errors["fabricmanager"] = f"unrecognized output of `{r.cmd}`: {exc.reason}"
+        reader.errors[FABRICMANAGER] = f"unrecognized output of `{r.cmd}`: {exc.reason}"
         return None
 
 
 def _dcgm(reader: OutcomeReader) -> DcgmDiag | None:
     """`dcgmi diag -j`: it exits non-zero (226) when a test fails, with the whole JSON document."""
-    r = reader.result("dcgm")
+    r = reader.result(DCGM)
     if r is None or r.timed_out or r.truncated or r.rc == NOT_INSTALLED or not r.stdout.strip():
-        return reader.parse("dcgm", parse_dcgmi_diag_json, absent_rcs=(NOT_INSTALLED,))
+        return reader.parse(DCGM, parse_dcgmi_diag_json, absent_rcs=(NOT_INSTALLED,))
     try:
         return parse_dcgmi_diag_json(r.stdout)
     except ParseError as exc:
-        reader.errors["dcgm"] = f"unrecognized output of `{r.cmd}` (rc {r.rc}): {exc.reason}"
+        reader.errors[DCGM] = f"unrecognized output of `{r.cmd}` (rc {r.rc}): {exc.reason}"
         return None

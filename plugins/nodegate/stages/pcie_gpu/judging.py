@@ -10,6 +10,7 @@ from nodegate.core.checks import AnyCheck
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error
 from nodegate.parsers.gpu_facts import NvsmiGpu
+from nodegate.stages.pcie_gpu.commands import NVSMI
 from nodegate.stages.pcie_gpu.facts import PcieGpuFacts
 
 
@@ -31,7 +32,7 @@ def per_gpu(
 ) -> list[Verdict]:
     """`one` for every GPU nvidia-smi reported; ERROR when there is none to judge."""
     if f.nvsmi is None:
-        return [cmd_error(f, check, "GPUs", expected, "nvsmi")]
+        return [cmd_error(f, check, "GPUs", expected, NVSMI)]
     out = [one(g) for g in f.gpus]
     if not out:
         none = error(
@@ -40,7 +41,7 @@ def per_gpu(
             "GPUs",
             "nvidia-smi reported no GPU",
             expected=expected,
-            evidence=f.evidence("nvsmi"),
+            evidence=f.evidence(NVSMI),
         )
         out.append(replace(none, observed=0))  # it answered, listing zero GPUs
     return out

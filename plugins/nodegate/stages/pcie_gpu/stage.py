@@ -10,10 +10,17 @@ from nodegate.framework.stage import PassiveStage
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
 from nodegate.stages.pcie_gpu.checks import CHECKS
+from nodegate.stages.pcie_gpu.commands import (
+    CMD_TIMEOUT_S,
+    DCGM,
+    FABRICMANAGER,
+    KERNEL_LOG,
+    LSPCI,
+    NVLINK,
+    NVSMI,
+)
 from nodegate.stages.pcie_gpu.facts import STAGE_NAME, PcieGpuFacts, build_facts
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile, pcie_gpu_profile
-
-CMD_TIMEOUT_S = 60.0
 
 
 class PcieGpuStage(PassiveStage[PcieGpuFacts, PcieGpuProfile]):
@@ -24,17 +31,18 @@ class PcieGpuStage(PassiveStage[PcieGpuFacts, PcieGpuProfile]):
         p = self.profile_of(profile)
         t = CMD_TIMEOUT_S
         since = f"-{p.xid.window_hours}h"
+        klog = ("-o", "short-iso", "--no-pager")
         cmds = [
-            CommandSpec("nvsmi", "nvidia-smi -q", t),
-            CommandSpec("lspci", "lspci -vvv", t),
-            CommandSpec("nvlink", "nvidia-smi nvlink -s", t),
-            CommandSpec("kernel_log", f"journalctl -k --since {since} -o short-iso --no-pager", t),
+            CommandSpec(NVSMI, ("nvidia-smi", "-q"), t),
+            CommandSpec(LSPCI, ("lspci", "-vvv"), t),
+            CommandSpec(NVLINK, ("nvidia-smi", "nvlink", "-s"), t),
+            CommandSpec(KERNEL_LOG, ("journalctl", "-k", "--since", since, *klog), t),
         ]
         if p.fabric_manager:
-            cmds.append(
-                CommandSpec("fabricmanager", "systemctl status nvidia-fabricmanager --no-pager", t)
-            )
-        cmds.append(CommandSpec("dcgm", f"dcgmi diag -r {p.dcgm.level} -j", p.dcgm.timeout_s))
+            fm = ("systemctl", "status", "nvidia-fabricmanager", "--no-pager")
+            cmds.append(CommandSpec(FABRICMANAGER, fm, t))
+        dcgm = ("dcgmi", "diag", "-r", str(p.dcgm.level), "-j")
+        cmds.append(CommandSpec(DCGM, dcgm, p.dcgm.timeout_s))
         return cmds
 
     def profile_of(self, profile: Profile) -> PcieGpuProfile:

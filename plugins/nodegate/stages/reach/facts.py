@@ -13,12 +13,7 @@ from nodegate.parsers.reach import (
     parse_os_release,
     parse_uname_r,
 )
-
-# Command ids: the keys of `raw/<node>/reach.json` and of evidence links (`...#kernel`).
-OS_RELEASE = "os_release"
-KERNEL = "kernel"
-NVIDIA_DRIVER = "nvidia_driver"
-OFED = "ofed"
+from nodegate.stages.reach.commands import KERNEL, NVIDIA_DRIVER, OFED, OS_RELEASE
 
 # Exit codes that mean "not installed" rather than "broken": `cat` of the absent
 # /proc/driver/nvidia/version exits 1; a shell that cannot find `ofed_info` exits 127.

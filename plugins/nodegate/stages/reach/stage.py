@@ -7,25 +7,9 @@ from nodegate.framework.stage import PassiveStage, unreachable_verdicts
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
 from nodegate.stages.reach.checks import CHECKS
-from nodegate.stages.reach.facts import (
-    KERNEL,
-    NVIDIA_DRIVER,
-    OFED,
-    OS_RELEASE,
-    ReachFacts,
-    build_facts,
-)
+from nodegate.stages.reach.commands import COMMANDS
+from nodegate.stages.reach.facts import ReachFacts, build_facts
 from nodegate.stages.reach.profile import ReachProfile, reach_profile
-
-CMD_TIMEOUT_S = 10.0
-
-# The same for every node (the simulated fleet answers these exact lines).
-COMMANDS = (
-    CommandSpec(OS_RELEASE, "cat /etc/os-release", CMD_TIMEOUT_S),
-    CommandSpec(KERNEL, "uname -r", CMD_TIMEOUT_S),
-    CommandSpec(NVIDIA_DRIVER, "cat /proc/driver/nvidia/version", CMD_TIMEOUT_S),
-    CommandSpec(OFED, "ofed_info -s", CMD_TIMEOUT_S),
-)
 
 
 class ReachStage(PassiveStage[ReachFacts, ReachProfile]):

@@ -9,8 +9,6 @@ RoCE rails: its nodes pass every check with that note and run nothing.
 
 from __future__ import annotations
 
-import shlex
-
 from nodegate.core.values import CommandSpec, NodeOutcome
 from nodegate.framework.stage import PassiveStage
 from nodegate.inventory import Node
@@ -40,36 +38,35 @@ class RoceStage(PassiveStage[RoceFacts, RoceProfile]):
     not_applicable = "RoCE rails"  # `roce: null`: an InfiniBand SKU, every check PASS
 
     def commands(self, node: Node, profile: Profile) -> list[CommandSpec]:
-        t, q = CMD_TIMEOUT_S, shlex.quote
+        t = CMD_TIMEOUT_S
         prof = self.profile_of(profile)
         window = prof.counters.window_s
-        files = " ".join(q(p) for p in kernel_files(prof))
         out = [
-            CommandSpec(RDMA_LINK, "rdma link show", t),
-            CommandSpec(IP_ADDR, "ip -j addr show", t),
-            CommandSpec(IP_ROUTE, "ip -j route show table all", t),
-            CommandSpec(IP_RULE, "ip -j rule show", t),
-            CommandSpec(GIDS, "show_gids", t),
-            CommandSpec(FILES, f"grep -H . {files}", t),
+            CommandSpec(RDMA_LINK, ("rdma", "link", "show"), t),
+            CommandSpec(IP_ADDR, ("ip", "-j", "addr", "show"), t),
+            CommandSpec(IP_ROUTE, ("ip", "-j", "route", "show", "table", "all"), t),
+            CommandSpec(IP_RULE, ("ip", "-j", "rule", "show"), t),
+            CommandSpec(GIDS, ("show_gids",), t),
+            CommandSpec(FILES, ("grep", "-H", ".", *kernel_files(prof)), t),
         ]
         for r in prof.rails:
             out += [
-                CommandSpec(rail_id("ethtool", r), f"ethtool {q(r.netdev)}", t),
-                CommandSpec(rail_id("mlnx_qos", r), f"mlnx_qos -i {q(r.netdev)}", t),
-                CommandSpec(rail_id("devinfo", r), f"ibv_devinfo -d {q(r.device)}", t),
+                CommandSpec(rail_id("ethtool", r), ("ethtool", r.netdev), t),
+                CommandSpec(rail_id("mlnx_qos", r), ("mlnx_qos", "-i", r.netdev), t),
+                CommandSpec(rail_id("devinfo", r), ("ibv_devinfo", "-d", r.device), t),
             ]
         out += [
-            CommandSpec(rail_id("stats", r), f"ethtool -S {q(r.netdev)}", t) for r in prof.rails
+            CommandSpec(rail_id("stats", r), ("ethtool", "-S", r.netdev), t) for r in prof.rails
         ]
         out += [
-            CommandSpec(RDMA_STAT, "rdma statistic show", t),
-            CommandSpec(SLEEP, f"sleep {window:g}", window + t),
+            CommandSpec(RDMA_STAT, ("rdma", "statistic", "show"), t),
+            CommandSpec(SLEEP, ("sleep", f"{window:g}"), window + t),
         ]
         out += [
-            CommandSpec(rail_id("stats_again", r), f"ethtool -S {q(r.netdev)}", t)
+            CommandSpec(rail_id("stats_again", r), ("ethtool", "-S", r.netdev), t)
             for r in prof.rails
         ]
-        return out + [CommandSpec(RDMA_STAT_AGAIN, "rdma statistic show", t)]
+        return out + [CommandSpec(RDMA_STAT_AGAIN, ("rdma", "statistic", "show"), t)]
 
     def profile_of(self, profile: Profile) -> RoceProfile:
         return roce_profile(profile)
