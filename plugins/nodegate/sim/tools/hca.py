@@ -27,7 +27,7 @@ from importlib import resources
 
 from nodegate.sim.model import SimNode
 from nodegate.sim.nodefs import Entry
-from nodegate.sim.tools import NVIDIA_SMI_USAGE, Provider, Response, SimTool, bad_arguments
+from nodegate.sim.tools.base import NVIDIA_SMI_USAGE, Provider, Response, SimTool, bad_arguments
 from nodegate.sim.tools.hca_sysfs import sysfs_listing as sysfs_listing  # the checks' fixture
 from nodegate.sim.tools.hca_sysfs import sysfs_tree
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nodegate.sim.tools import Response, SimTool
+from nodegate.sim.tools.base import Response, SimTool
 from nodegate.sim.tools.hca import Hca
 
 _SM_LID = 334  # the corpus H100 fabric's subnet manager

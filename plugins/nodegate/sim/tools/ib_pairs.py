@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from importlib import resources
 
 from nodegate.sim.model import SimNode
-from nodegate.sim.tools import Provider, SimTool
+from nodegate.sim.tools.base import Provider, SimTool
 
 MODEL_PATH = "/var/lib/nodegate-sim/perftest.json"
 SLOW_FACTOR = 0.6  # a "slow rail": a flaky cable or a port with errors, ~60 % of line rate

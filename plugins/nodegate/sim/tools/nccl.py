@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from importlib import resources
 
 from nodegate.sim.model import SimNode
-from nodegate.sim.tools import Provider, SimTool
+from nodegate.sim.tools.base import Provider, SimTool
 
 MODEL_PATH = "/var/lib/nodegate-sim/nccl.json"
 SLOW_FACTOR = 0.6

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nodegate.sim.model import SimNode
-from nodegate.sim.tools import NVIDIA_SMI_USAGE, Provider, Response, SimTool, bad_arguments
 from nodegate.sim.tools import gpu_render as r
+from nodegate.sim.tools.base import NVIDIA_SMI_USAGE, Provider, Response, SimTool, bad_arguments
 
 DEFAULT_GPU = 3
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from nodegate.sim.model import SimNode
 from nodegate.sim.nodefs import Counter, Entry
-from nodegate.sim.tools import Provider, SimTool
+from nodegate.sim.tools.base import Provider, SimTool
 
 RAILS = 8
 BUSES = ("18", "3a", "4b", "5c", "9a", "ba", "ca", "da")  # the hca provider's rail PCI buses
