@@ -13,7 +13,7 @@ from nodegate.admission.remediation import UNJUDGED_CLASS, class_order
 from nodegate.admission.waivers import Waiver, WaiverSet
 from nodegate.core import schemas
 from nodegate.core.results import ADMISSION_FILE, RunResult
-from nodegate.core.values import Status, Verdict
+from nodegate.core.values import SAID, Status, Verdict
 
 INTERRUPTED_CHECK = "run.interrupted"  # the reason every node of an interrupted run carries
 ADMITTED, REJECTED, NOT_QUALIFIED = "admitted", "rejected", "not_qualified"
@@ -39,18 +39,8 @@ class Reason:
         return cls(status=v.status.value, **{k: getattr(v, k) for k in _FROM_VERDICT})
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "status": self.status,
-            "component": self.component,
-            "observed": self.observed,
-            "expected": self.expected,
-            "unit": self.unit,
-            "message": self.message,
-            "remediation": self.remediation,
-            "remediation_class": self.remediation_class,
-            "evidence": list(self.evidence),
-        }
+        said = {k: getattr(self, k) for k in SAID}
+        return {"check": self.check, "status": self.status, **said, "evidence": list(self.evidence)}
 
 
 # Every field of a Reason but its status (a word, not the verdict's enum) is the verdict's own.

@@ -101,6 +101,11 @@ class NodeOutcome:
         return self.results.get(cmd_id)
 
 
+# What a verdict says of its check, in the order verdicts.json and admission.json write it
+# (between the check/node/status and the evidence).
+SAID = ("component", "observed", "expected", "unit", "message", "remediation", "remediation_class")
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """One check's judgement on one component of one node."""
@@ -124,20 +129,9 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         """The verdict as JSON; `reference` only when set (older verdicts read the same)."""
         ref = {} if self.reference is None else {"reference": self.reference.to_json()}
-        return {
-            "check": self.check,
-            "node": self.node,
-            "status": self.status.value,
-            "component": self.component,
-            "observed": self.observed,
-            "expected": self.expected,
-            "unit": self.unit,
-            "message": self.message,
-            "remediation": self.remediation,
-            "remediation_class": self.remediation_class,
-            "evidence": list(self.evidence),
-            **ref,
-        }
+        said = {k: getattr(self, k) for k in SAID}
+        return {"check": self.check, "node": self.node, "status": self.status.value, **said,
+                "evidence": list(self.evidence), **ref}  # fmt: skip
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Verdict:
