@@ -237,7 +237,8 @@ def interrupted_run(
         f"--reports-dir={tmp / 'reports'}", "--run-id=r1", f"--rootdir={REPO}",
         "-p", "no:cacheprovider", "-q", "-p", "nghang", "--transport=hang", *args,
     ]  # fmt: skip
-    env = {"NG_EVENTS": str(events), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp)}
+    # the plugin, and the package of this checkout (whichever one the interpreter has installed)
+    env = {"NG_EVENTS": str(events), "PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp}:{REPO}/plugins"}
     p = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp, env=env
     )
