@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 from nodegate.actions.base import actions_schema
 
 from .conftest import base_model
+
+pytestmark = pytest.mark.integration
 
 FOREIGN = "admin: fan replaced, burn-in until Friday"
 EARLIER = "nodegate r0: gpu.xid GPU2 Xid 79 x1 (GPU has fallen off the bus: drain_rma) (rma)"
