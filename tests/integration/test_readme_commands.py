@@ -21,12 +21,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import REPO, _subnet
+from tests.integration.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -156,7 +157,9 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-def test_every_readme_command_works(workspace: Path, sshd_available: None) -> None:
+def test_every_readme_command_works(
+    workspace: Path, sshd_available: None, subnet: Callable[[], str]
+) -> None:
     env = {
         k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")
     }
@@ -169,7 +172,7 @@ def test_every_readme_command_works(workspace: Path, sshd_available: None) -> No
             step = PLAN[cmd]
             if cmd.endswith("#2"):
                 continue
-            line = f"{cmd} {step.extra.format(subnet=_subnet())}".strip()
+            line = f"{cmd} {step.extra.format(subnet=subnet())}".strip()
             p = subprocess.run(
                 ["bash", "-c", line], cwd=workspace, env=env, capture_output=True, text=True,
                 timeout=600,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from nodegate.stages.registry import checks_by_test
 
-from tests.integration.conftest import REPO, _subnet
+from tests.integration.conftest import REPO
 from tests.integration.test_demo_model import EXPECTED
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -158,7 +158,9 @@ def test_user_profiles_dir_comes_before_the_shipped_one(installed, tmp_path):
     )
 
 
-def test_demo_runs_from_the_wheel_in_an_empty_directory(installed, tmp_path, sshd_available):
+def test_demo_runs_from_the_wheel_in_an_empty_directory(
+    installed, tmp_path, sshd_available, subnet
+):
     venv, site = installed.venv, installed.site
     work = tmp_path / "work"
     work.mkdir()
@@ -166,7 +168,7 @@ def test_demo_runs_from_the_wheel_in_an_empty_directory(installed, tmp_path, ssh
     venv_before, repo_before = _files(venv), _files(REPO, _not_checkout)
     for _attempt in range(5):
         fleet = tmp_path / "fleet"
-        cmd = [str(venv / "bin" / "nodegate"), "demo", "--subnet", _subnet(), "--dir", str(fleet)]
+        cmd = [str(venv / "bin" / "nodegate"), "demo", "--subnet", subnet(), "--dir", str(fleet)]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=work, env=env)
         if not (p.returncode == 4 and "already accept connections" in p.stderr):
             break

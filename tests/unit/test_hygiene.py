@@ -1,5 +1,6 @@
 """The test suite's own hygiene: every integration file is marked (the fast lane is
-`-m "not integration"`), and the plugin loads without assert-rewrite warnings."""
+`-m "not integration"`), the plugin loads without assert-rewrite warnings, and simulated
+fleets get loopback subnets reserved across processes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from tests.integration import subnets
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,3 +72,37 @@ def test_the_plugin_loads_with_nothing_pytest_cannot_rewrite(tmp_path: Path) -> 
     p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "cannot be rewritten" not in p.stdout + p.stderr
+
+
+HOLD = """\
+import sys
+from pathlib import Path
+from tests.integration import subnets
+subnets.OCTETS = range(100, 102)
+r = subnets.reserve(Path(sys.argv[1]))
+print(r.subnet, flush=True)
+sys.stdin.read()  # held until the test closes our stdin
+"""
+
+
+def test_a_subnet_is_reserved_across_processes_until_released(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(subnets, "OCTETS", range(100, 102))
+    env = {**os.environ, "PYTHONPATH": f"{REPO}:{REPO}/plugins"}
+    other = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert other.stdout is not None
+        theirs = other.stdout.readline().strip()
+        mine = subnets.reserve(tmp_path)
+        assert {theirs, mine.subnet} == {"127.100", "127.101"}
+        with pytest.raises(RuntimeError, match="no free loopback subnet: all 2 held"):
+            subnets.reserve(tmp_path)  # this process's own second try included
+        mine.release()
+        again = subnets.reserve(tmp_path)
+        assert again.subnet == mine.subnet
+    finally:
+        other.communicate("", timeout=30)  # it ends: the kernel drops its lock
+    assert subnets.reserve(tmp_path).subnet == theirs
+    again.release()
