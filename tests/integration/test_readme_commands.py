@@ -9,7 +9,7 @@ uses for the operator's files exist there: `inv.yaml` is the inventory of the si
 that `nodegate sim up` starts (the demo model), `hosts.ini` the shipped Ansible INI example.
 
 What is appended to a command, and why, is in PLAN: a fresh loopback subnet for each fleet;
-`scripts/test` and `pytest tests/unit` only collect (the suite must not run itself);
+`scripts/test` (the full suite and the fast lane) only collects (the suite must not run itself);
 inventories of real nodes are collected, not connected to; the full-fleet run and the demo
 run the reach stage only, and the benchmarks their smallest size (CI time). The wheel block is
 run by tests/integration/test_wheel.py (a wheel built offline, installed in a fresh venv, the
@@ -103,8 +103,8 @@ PLAN: dict[str, Step] = {
     ".venv/bin/nodegate run --inventory hosts.ini --nodes @rack02 -m reach --collect-only -q": (
         Step("", 0, "64/520 tests collected (456 deselected)")
     ),
-    ".venv/bin/python -m pytest tests/unit -q": Step(
-        "--collect-only", 0, "", "collects: the suite does not recurse"
+    'scripts/test -m "not integration"': Step(
+        "--collect-only -q tests/unit/test_cli.py", 0, "", "collects: the suite does not recurse"
     ),
     ".venv/bin/mypy && .venv/bin/ruff check plugins tests": Step("", 0, "All checks passed!"),
     ".venv/bin/python bench/bench_reach.py": Step("--sizes 4", 0, "", "the smallest size"),
