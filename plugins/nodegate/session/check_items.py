@@ -77,7 +77,8 @@ def pytest_pycollect_makeitem(
     entry = checks_by_test().get(name)
     state = collector.config.stash.get(STATE, None)
     if entry is None or state is None or not _takes_only_check_view(obj):
-        return None  # pytest's own items (nodegate.session.collection says what is wrong, if anything)
+        # pytest's own items (nodegate.session.collection says what is wrong, if anything)
+        return None
     stage, spec = entry
     mark = getattr(pytest.mark, stage.name)
     items: list[pytest.Item] = []
