@@ -23,10 +23,15 @@ from tests.integration.test_demo_model import EXPECTED
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# what a build leaves in a source tree, and what is never part of one
-_NOT_SOURCE = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "reports", ".nodegate", "*.egg-info", "__pycache__", ".*cache"
-)
+# what a build leaves in a source tree, and what is never part of one: the checkout's own
+# folders at its top (only there: `nodegate.reports` is a package), caches anywhere
+_TOP_NOT_SOURCE = {".git", ".venv", "build", "dist", "reports", ".nodegate"}
+_CACHES = shutil.ignore_patterns("*.egg-info", "__pycache__", ".*cache")
+
+
+def _not_source(folder: str, names: list[str]) -> set[str]:
+    top = _TOP_NOT_SOURCE.intersection(names) if Path(folder) == REPO else set()
+    return top | set(_CACHES(folder, names))
 
 
 def _files(root: Path, skip: Callable[[str], bool] = lambda _dir: False) -> dict[str, Any]:
@@ -50,7 +55,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built offline from a copy of the checkout (the checkout is left untouched)."""
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
-    shutil.copytree(REPO, src, ignore=_NOT_SOURCE, symlinks=True)
+    shutil.copytree(REPO, src, ignore=_not_source, symlinks=True)
     p = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
          "-q", "-w", str(tmp / "dist"), str(src)],
