@@ -107,9 +107,11 @@ PLAN: dict[str, Step] = {
         "--collect-only -q tests/unit/test_cli.py", 0, "", "collects: the suite does not recurse"
     ),
     ".venv/bin/mypy && .venv/bin/ruff check plugins tests": Step("", 0, "All checks passed!"),
-    ".venv/bin/python bench/bench_reach.py": Step("--sizes 4", 0, "", "the smallest size"),
+    ".venv/bin/python bench/bench_reach.py": Step(
+        "--sizes 4 --subnet {subnet}", 0, "", "the smallest size, a fresh subnet"
+    ),
     ".venv/bin/python bench/bench_ib_pairs.py": Step(
-        "--sizes 4 --faults 1", 0, "", "the smallest size"
+        "--sizes 4 --faults 1 --subnet {subnet}", 0, "", "the smallest size, a fresh subnet"
     ),
     ".venv/bin/python bench/bench_report.py": Step(
         "--nodes 64", 0, "nodes (admitted / rejected)", "64 nodes, from the demo's run"
