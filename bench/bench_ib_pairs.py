@@ -39,7 +39,9 @@ def model(n: int, faults: int) -> tuple[dict[str, object], set[tuple[str, int]]]
     return doc, bad
 
 
-def run(n: int, faults: int, fanout: int, max_active: int | None) -> dict[str, object]:
+def run(
+    n: int, faults: int, fanout: int, max_active: int | None, subnet: str = "127.93"
+) -> dict[str, object]:
     from nodegate.core.settings import DEFAULT_MAX_ACTIVE
     from nodegate.framework.stage import StageOptions
     from nodegate.inventory import load_inventory
@@ -53,7 +55,7 @@ def run(n: int, faults: int, fanout: int, max_active: int | None) -> dict[str, o
     tmp = Path(tempfile.mkdtemp(prefix=f"ngbench-ibp-{n}-"))
     doc, bad = model(n, faults)
     (tmp / "model.yaml").write_text(yaml.safe_dump(doc))
-    fleet = build_fleet(tmp / "model.yaml", tmp / "fleet", subnet="127.93")
+    fleet = build_fleet(tmp / "model.yaml", tmp / "fleet", subnet=subnet)
     fleet.start(timeout_s=120)
     try:
         inv = load_inventory(fleet.root / "inventory.yaml")
@@ -126,9 +128,10 @@ def main() -> int:
     # simulated side is a real process on these cores: too many at once and servers miss
     # their readiness deadline, so healthy rails fail (closed).
     ap.add_argument("--max-active", type=int, default=None)
+    ap.add_argument("--subnet", default="127.93", help="the fleet's loopback /16 (127.N)")
     a = ap.parse_args()
     rows = [
-        run(n, f, a.fanout, a.max_active)
+        run(n, f, a.fanout, a.max_active, a.subnet)
         for n in map(int, a.sizes.split(","))
         for f in map(int, a.faults.split(","))
     ]

@@ -121,7 +121,7 @@ def fleet_run(n: int) -> None:
     fleet = tmp / "fleet"
     nodegate = [sys.executable, "-m", "nodegate.cli"]
     subprocess.run([*nodegate, "sim", "up", "--model", str(tmp / "model.yaml"), "--dir",
-                    str(fleet), "--subnet", "127.211"], check=True)  # fmt: skip
+                    str(fleet), "--subnet", "127.95"], check=True)  # fmt: skip
     prof = {"name": "bench-nccl", "description": "bench", "extends": "generic-hgx-h100",
             "nccl": {"ranks_per_node": 1, "message_bytes": 268435456, "job_timeout_s": 300,
                      "sweep": {"min_bytes": 1048576, "max_bytes": 268435456, "step_factor": 4},

@@ -137,6 +137,7 @@ def main() -> int:
     ap.add_argument("--clush", action="store_true", help="also time clush on the same fleet")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--root", help=argparse.SUPPRESS)
+    ap.add_argument("--subnet", default="127.90", help="the fleet's loopback /16 (127.N)")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(a.child, a.fanout, Path(a.root))))
@@ -147,7 +148,7 @@ def main() -> int:
     for n in (int(s) for s in a.sizes.split(",")):
         tmp = Path(tempfile.mkdtemp(prefix=f"ngbench-{n}-"))
         (tmp / "model.yaml").write_text(yaml.safe_dump(model(n)))
-        fleet = build_fleet(tmp / "model.yaml", tmp / "fleet", subnet="127.90")
+        fleet = build_fleet(tmp / "model.yaml", tmp / "fleet", subnet=a.subnet)
         fleet.start(timeout_s=120)
         try:
             out = subprocess.run(

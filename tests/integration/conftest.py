@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,25 @@ from nodegate.core.errors import ConfigError
 from nodegate.sim.fleet import Fleet, build_fleet, find_sshd
 from nodegate.sim.slurm import SlurmCluster
 
+from tests.integration.subnets import Reservation, reserve
+
 REPO = Path(__file__).resolve().parents[2]
-_subnets = itertools.count(0)
+_run_ids = itertools.count(0)
 
 
-def _subnet() -> str:
-    """A /16 in 127.0.0.0/8 for the next fleet: spread by process id so concurrent test runs
-    (xdist workers, or two pytest processes) rarely meet; a busy one is skipped at start."""
-    return f"127.{100 + (os.getpid() * 7 + next(_subnets)) % 150}"
+@pytest.fixture
+def subnet() -> Iterator[Callable[[], str]]:
+    """Factory: subnet() -> a loopback /16 ("127.N") reserved for this test (locked against
+    every other test process, `tests.integration.subnets`), released at teardown."""
+    held: list[Reservation] = []
+
+    def take() -> str:
+        held.append(reserve())
+        return held[-1].subnet
+
+    yield take
+    for r in held:
+        r.release()
 
 
 @pytest.fixture(scope="session")
@@ -115,7 +127,7 @@ class SimFleet:
     def _command(
         self, args: tuple[str, ...], inventory: Path | None, tests: Path | None
     ) -> tuple[list[str], Path]:
-        run_id = f"t{next(_subnets)}-{os.getpid()}"
+        run_id = f"t{next(_run_ids)}-{os.getpid()}"
         reports = self.tmp / "reports"
         cmd = [
             sys.executable,
@@ -136,9 +148,10 @@ class SimFleet:
 
 
 @pytest.fixture
-def sim_fleet(tmp_path: Path, sshd_available: None):
+def sim_fleet(tmp_path: Path, sshd_available: None, subnet: Callable[[], str]):
     """Factory: sim_fleet(model_dict, slurm=False, transport="ssh") -> a started SimFleet (with
-    a real Slurm cluster over it when `slurm` or transport is slurm), stopped at teardown."""
+    a real Slurm cluster over it when `slurm` or transport is slurm), on a subnet reserved for
+    it; stopped at teardown."""
     started: list[Fleet] = []
     clusters: list[SlurmCluster] = []
 
@@ -147,13 +160,15 @@ def sim_fleet(tmp_path: Path, sshd_available: None):
         mpath = tmp_path / f"model-{len(started)}.yaml"
         mpath.write_text(yaml.safe_dump(model))
         for _attempt in range(10):
-            fleet = build_fleet(mpath, tmp_path / f"fleet-{len(started)}", subnet=_subnet())
+            fleet = build_fleet(mpath, tmp_path / f"fleet-{len(started)}", subnet=subnet())
             try:
                 fleet.start()
             except ConfigError as exc:
                 if "already accept connections" not in str(exc):
                     raise
-                continue  # another run's fleet holds that subnet: take the next
+                # Busy outside the reservations (an operator's demo): kept reserved (not
+                # drawn again), the next one taken.
+                continue
             started.append(fleet)
             cluster = None
             if slurm:

@@ -7,9 +7,12 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import pytest
 from nodegate.stages.registry import checks_by_id
 
 from .conftest import base_model
+
+pytestmark = pytest.mark.integration
 
 PROFILE = """\
 name: gate-h100

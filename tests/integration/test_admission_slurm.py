@@ -10,9 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from nodegate.core import schemas
 
 from .conftest import base_model
+
+pytestmark = pytest.mark.integration
 
 FOREIGN = "admin: fan replaced, burn-in until Friday"
 EARLIER = "nodegate r0: gpu.xid GPU2 Xid 79 x1 (GPU has fallen off the bus: drain_rma) (rma)"

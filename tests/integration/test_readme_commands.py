@@ -9,7 +9,7 @@ uses for the operator's files exist there: `inv.yaml` is the inventory of the si
 that `nodegate sim up` starts (the demo model), `hosts.ini` the shipped Ansible INI example.
 
 What is appended to a command, and why, is in PLAN: a fresh loopback subnet for each fleet;
-`scripts/test` and `pytest tests/unit` only collect (the suite must not run itself);
+`scripts/test` (the full suite and the fast lane) only collects (the suite must not run itself);
 inventories of real nodes are collected, not connected to; the full-fleet run and the demo
 run the reach stage only, and the benchmarks their smallest size (CI time). The wheel block is
 run by tests/integration/test_wheel.py (a wheel built offline, installed in a fresh venv, the
@@ -21,12 +21,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import REPO, _subnet
+from tests.integration.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -102,13 +103,15 @@ PLAN: dict[str, Step] = {
     ".venv/bin/nodegate run --inventory hosts.ini --nodes @rack02 -m reach --collect-only -q": (
         Step("", 0, "64/520 tests collected (456 deselected)")
     ),
-    ".venv/bin/python -m pytest tests/unit -q": Step(
-        "--collect-only", 0, "", "collects: the suite does not recurse"
+    'scripts/test -m "not integration"': Step(
+        "--collect-only -q tests/unit/test_cli.py", 0, "", "collects: the suite does not recurse"
     ),
     ".venv/bin/mypy && .venv/bin/ruff check plugins tests": Step("", 0, "All checks passed!"),
-    ".venv/bin/python bench/bench_reach.py": Step("--sizes 4", 0, "", "the smallest size"),
+    ".venv/bin/python bench/bench_reach.py": Step(
+        "--sizes 4 --subnet {subnet}", 0, "", "the smallest size, a fresh subnet"
+    ),
     ".venv/bin/python bench/bench_ib_pairs.py": Step(
-        "--sizes 4 --faults 1", 0, "", "the smallest size"
+        "--sizes 4 --faults 1 --subnet {subnet}", 0, "", "the smallest size, a fresh subnet"
     ),
     ".venv/bin/python bench/bench_report.py": Step(
         "--nodes 64", 0, "nodes (admitted / rejected)", "64 nodes, from the demo's run"
@@ -156,7 +159,9 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-def test_every_readme_command_works(workspace: Path, sshd_available: None) -> None:
+def test_every_readme_command_works(
+    workspace: Path, sshd_available: None, subnet: Callable[[], str]
+) -> None:
     env = {
         k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")
     }
@@ -169,7 +174,7 @@ def test_every_readme_command_works(workspace: Path, sshd_available: None) -> No
             step = PLAN[cmd]
             if cmd.endswith("#2"):
                 continue
-            line = f"{cmd} {step.extra.format(subnet=_subnet())}".strip()
+            line = f"{cmd} {step.extra.format(subnet=subnet())}".strip()
             p = subprocess.run(
                 ["bash", "-c", line], cwd=workspace, env=env, capture_output=True, text=True,
                 timeout=600,

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from nodegate.sim.sshd import pid_alive
 
-from .conftest import REPO, _subnet, base_model
+from .conftest import REPO, base_model
+
+pytestmark = pytest.mark.integration
 
 
 def _slurm(fleet, *argv: str) -> str:  # type: ignore[no-untyped-def]
@@ -70,7 +73,7 @@ def test_srun_runs_each_task_on_its_node_and_scontrol_drains(sim_fleet) -> None:
     assert not spool.exists()
 
 
-def test_cli_sim_up_slurm_and_stop(tmp_path: Path, sshd_available: None) -> None:
+def test_cli_sim_up_slurm_and_stop(tmp_path: Path, sshd_available: None, subnet) -> None:  # type: ignore[no-untyped-def]
     import yaml
 
     mpath = tmp_path / "m.yaml"
@@ -79,7 +82,7 @@ def test_cli_sim_up_slurm_and_stop(tmp_path: Path, sshd_available: None) -> None
     cli = [sys.executable, "-m", "nodegate.cli", "sim"]
     common = ["--dir", str(root)]
     up = subprocess.run(
-        [*cli, "up", "--slurm", "--model", str(mpath), "--subnet", _subnet(), *common],
+        [*cli, "up", "--slurm", "--model", str(mpath), "--subnet", subnet(), *common],
         capture_output=True,
         text=True,
         timeout=120,

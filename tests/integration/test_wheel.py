@@ -18,24 +18,20 @@ from typing import Any
 import pytest
 from nodegate.stages.registry import checks_by_test
 
-from tests.integration.conftest import REPO, _subnet
+from tests.integration.conftest import REPO
 from tests.integration.test_demo_model import EXPECTED
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# what a build leaves in a source tree, and what is never part of one
-_BUILT = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", ".nodegate", "*.egg-info", "__pycache__", ".*cache"
-)
+# what a build leaves in a source tree, and what is never part of one: the checkout's own
+# folders at its top (only there: `nodegate.reports` is a package), caches anywhere
+_TOP_NOT_SOURCE = {".git", ".venv", "build", "dist", "reports", ".nodegate"}
+_CACHES = shutil.ignore_patterns("*.egg-info", "__pycache__", ".*cache")
 
 
-def _NOT_SOURCE(directory: str, names: list[str]) -> set[str]:
-    """What a build leaves anywhere, and the checkout's own run output (`reports/` at the top;
-    `plugins/nodegate/reports/` is code)."""
-    skip = set(_BUILT(directory, names))
-    if Path(directory).resolve() == REPO.resolve() and "reports" in names:
-        skip.add("reports")
-    return skip
+def _not_source(folder: str, names: list[str]) -> set[str]:
+    top = _TOP_NOT_SOURCE.intersection(names) if Path(folder) == REPO else set()
+    return top | set(_CACHES(folder, names))
 
 
 def _files(root: Path, skip: Callable[[str], bool] = lambda _dir: False) -> dict[str, Any]:
@@ -59,7 +55,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built offline from a copy of the checkout (the checkout is left untouched)."""
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
-    shutil.copytree(REPO, src, ignore=_NOT_SOURCE, symlinks=True)
+    shutil.copytree(REPO, src, ignore=_not_source, symlinks=True)
     p = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
          "-q", "-w", str(tmp / "dist"), str(src)],
@@ -167,7 +163,9 @@ def test_user_profiles_dir_comes_before_the_shipped_one(installed, tmp_path):
     )
 
 
-def test_demo_runs_from_the_wheel_in_an_empty_directory(installed, tmp_path, sshd_available):
+def test_demo_runs_from_the_wheel_in_an_empty_directory(
+    installed, tmp_path, sshd_available, subnet
+):
     venv, site = installed.venv, installed.site
     work = tmp_path / "work"
     work.mkdir()
@@ -175,7 +173,7 @@ def test_demo_runs_from_the_wheel_in_an_empty_directory(installed, tmp_path, ssh
     venv_before, repo_before = _files(venv), _files(REPO, _not_checkout)
     for _attempt in range(5):
         fleet = tmp_path / "fleet"
-        cmd = [str(venv / "bin" / "nodegate"), "demo", "--subnet", _subnet(), "--dir", str(fleet)]
+        cmd = [str(venv / "bin" / "nodegate"), "demo", "--subnet", subnet(), "--dir", str(fleet)]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=work, env=env)
         if not (p.returncode == 4 and "already accept connections" in p.stderr):
             break

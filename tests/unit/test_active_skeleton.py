@@ -329,7 +329,7 @@ def test_cancel_mid_round_kills_by_pid_and_reraises(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.run handles Ctrl-C from 3.11")
-def test_ctrl_c_still_kills_what_the_stage_started(tmp_path: Path) -> None:
+def test_ctrl_c_still_kills_what_the_stage_started(tmp_path: Path, python_signals) -> None:
     cmds, pidfiles = _hung(tmp_path)
     camp = ToyCampaign(cmds)
     main = threading.main_thread().ident
@@ -429,7 +429,9 @@ def test_a_node_whose_own_side_never_started_is_not_checked_for_its_partners_tag
             os.kill(pid, signal.SIGKILL)
 
 
-def test_interrupt_in_the_engine_thread_cancels_the_run_and_waits_for_cleanup() -> None:
+def test_interrupt_in_the_engine_thread_cancels_the_run_and_waits_for_cleanup(
+    python_signals,
+) -> None:
     loop = LoopThread()
     cleaned: list[str] = []
 

@@ -33,7 +33,9 @@ from tests.unit.test_engine import NoTransport, node
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_first_signal_interrupts_the_second_is_noted_the_third_interrupts(capfd) -> None:
+def test_first_signal_interrupts_the_second_is_noted_the_third_interrupts(
+    capfd, python_signals
+) -> None:
     guard = InterruptGuard()
     guard.install()
     try:
@@ -53,7 +55,7 @@ def test_first_signal_interrupts_the_second_is_noted_the_third_interrupts(capfd)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
-def test_sigterm_is_an_interrupt() -> None:
+def test_sigterm_is_an_interrupt(python_signals) -> None:
     guard = InterruptGuard()
     guard.install()
     try:
@@ -62,6 +64,21 @@ def test_sigterm_is_an_interrupt() -> None:
             time.sleep(5)
     finally:
         guard.uninstall()
+
+
+def test_the_guard_installs_over_sigint_inherited_as_ignored(python_signals) -> None:
+    # `nodegate run &` from a script starts with SIGINT ignored: an operator's `kill -INT <pid>`
+    # is still an interrupt (the run cleans up and writes its reports); the ignore comes back.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    guard = InterruptGuard()
+    guard.install()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+    finally:
+        guard.uninstall()
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def test_stopping_the_loop_cancels_what_is_pending() -> None:
@@ -197,19 +214,33 @@ def test_stops_the_run(node):
 """
 
 
-def interrupted_run(tmp: Path, suite: Path, *args: str, when: str | None) -> tuple[int, str]:
-    """pytest with the `hang` transport; SIGINT once `when` shows in the events (or never)."""
+# The run's SIGINT disposition as it starts, whatever this suite's (`sys.argv[1]`: "ignored",
+# as a background job of a script inherits it, or "default"), then exec the run.
+STARTED_WITH = """\
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN if sys.argv[1] == "ignored" else signal.SIG_DFL)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def interrupted_run(
+    tmp: Path, suite: Path, *args: str, when: str | None, sigint: str = "default"
+) -> tuple[int, str]:
+    """pytest with the `hang` transport, started with SIGINT `sigint` ("default", "ignored");
+    SIGINT once `when` shows in the events (or never)."""
     (tmp / "inv.yaml").write_text(
         'version: 1\ndefaults: {profile: generic-hgx-h100}\nnodes: {"n[1-2]": {}}\n'
     )
     (tmp / "nghang.py").write_text(HANG)
     events = tmp / "events"
     cmd = [
+        sys.executable, "-c", STARTED_WITH, sigint,
         sys.executable, "-m", "pytest", str(suite), f"--inventory={tmp / 'inv.yaml'}",
         f"--reports-dir={tmp / 'reports'}", "--run-id=r1", f"--rootdir={REPO}",
         "-p", "no:cacheprovider", "-q", "-p", "nghang", "--transport=hang", *args,
     ]  # fmt: skip
-    env = {"NG_EVENTS": str(events), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp)}
+    # the plugin, and the package of this checkout (whichever one the interpreter has installed)
+    env = {"NG_EVENTS": str(events), "PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp}:{REPO}/plugins"}
     p = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp, env=env
     )
@@ -234,8 +265,11 @@ def junit_errors(run_dir: Path) -> tuple[str | None, list[str | None]]:
     return suite.get("tests"), sorted({e.text for e in suite.iter("error")})
 
 
-def test_interrupted_in_a_passive_stage(tmp_path: Path) -> None:
-    rc, out = interrupted_run(tmp_path, REPO / "suites", "-m", "reach", when="started")
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_interrupted_in_a_passive_stage(tmp_path: Path, sigint: str) -> None:
+    rc, out = interrupted_run(
+        tmp_path, REPO / "suites", "-m", "reach", when="started", sigint=sigint
+    )
     run_dir = tmp_path / "reports" / "r1"
     assert rc == 2, out
     assert (tmp_path / "events").read_text().count("cancelled") == 2  # the sessions were ended

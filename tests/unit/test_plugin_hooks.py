@@ -100,7 +100,12 @@ class Site:
             *(["-p", "ngprobe"] if probe else []),
             *args,
         ]
-        env = {"NG_PROBE": str(self.probe), "PATH": "/usr/bin:/bin"}
+        # this checkout's package, whichever one the interpreter has installed
+        env = {
+            "NG_PROBE": str(self.probe),
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": str(REPO / "plugins"),
+        }
         return subprocess.run(
             cmd, capture_output=True, text=True, timeout=120, cwd=self.tmp, env=env
         )

@@ -164,3 +164,20 @@ def test_an_endless_line_ends_readiness_and_the_process(monkeypatch):
     ready, res = asyncio.run(go())
     assert ready is False and res.killed and res.overflow is not None
     assert res.overflow.startswith("printed more than 65536 bytes on stdout")
+
+
+def test_a_process_killed_in_mid_flood_leaves_no_pipe_open(monkeypatch):
+    # Its stdout unread past the cap: hanging up closes the pipes, or the transport outlives
+    # the loop and fails when collected ("Event loop is closed").
+    monkeypatch.setattr(RemoteProcess, "max_bytes", 1 << 16)
+
+    async def go():
+        p = await LocalTransport().spawn("a", (Shell("tr -d '\\n' < /dev/zero"),), 60)
+        await p.wait_for_line("listening", time.monotonic() + 30)
+        await p.wait()
+        return p
+
+    p = asyncio.run(go())
+    transport = p.proc._transport
+    assert p.killed and transport.get_returncode() is not None
+    assert transport.is_closing()  # its pipes were closed, then the transport with them

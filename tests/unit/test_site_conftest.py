@@ -61,8 +61,13 @@ def test_worked_example_gates_nodes(tmp_path, allowed):
         text=True,
         timeout=120,
         cwd=tmp_path,
-        # `-p conftest` loads the repository's conftest.py as it loads for suites/
-        env={**os.environ, "PYTHONPATH": str(REPO), "NODEGATE_SITE_KERNELS": prefixes},
+        # `-p conftest` loads the repository's conftest.py as it loads for suites/ (and the
+        # package is this checkout's, whichever one the interpreter has installed)
+        env={
+            **os.environ,
+            "PYTHONPATH": f"{REPO}:{REPO}/plugins",
+            "NODEGATE_SITE_KERNELS": prefixes,
+        },
     )
     doc = json.loads((tmp_path / "reports" / "r" / "admission.json").read_text())
     assert doc["checks"] == [CHECK]

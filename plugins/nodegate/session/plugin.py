@@ -10,6 +10,9 @@ their verdicts -> the gate writes admission.json and hands it to `pytest_nodegat
 
 from __future__ import annotations
 
+import sys
+from types import ModuleType
+
 import pytest
 
 from nodegate.actions.registry import make_actions
@@ -19,7 +22,16 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.results import JUNIT_FILE
 from nodegate.core.safetext import printable_lines
 from nodegate.core.settings import OPTIONS, Settings, build_settings
-from nodegate.session import hookspecs
+from nodegate.session import (
+    check_items,
+    collection,
+    finish,
+    hookspecs,
+    progress,
+    report_wiring,
+    run_stages,
+    transports,
+)
 from nodegate.session.finish import LatestLink, Recorder
 from nodegate.session.interrupts import InterruptGuard
 from nodegate.session.run_stages import XdistController
@@ -27,18 +39,31 @@ from nodegate.session.state import STATE, build_state
 from nodegate.session.transports import known_transports
 from nodegate.stages.registry import STAGE_MARKERS, checks_by_id
 
-# Modules with hooks and fixtures, registered with this plugin (and only with it).
-pytest_plugins = (
-    "nodegate.session.transports",
-    "nodegate.session.check_items",
-    "nodegate.session.collection",
-    "nodegate.session.run_stages",
-    "nodegate.session.finish",
-    "nodegate.session.progress",
-    "nodegate.session.report_wiring",
+# Modules with hooks and fixtures, registered with this plugin (and only with it), in this
+# order. Not `pytest_plugins`: this module imports them, and pytest asked to import one it has
+# already imported warns that it cannot rewrite its asserts (under an editable install, where
+# it does not mark the package for rewriting at start).
+PLUGINS: tuple[ModuleType, ...] = (
+    transports,
+    check_items,
+    collection,
+    run_stages,
+    finish,
+    progress,
+    report_wiring,
 )
 
 GUARD = pytest.StashKey[InterruptGuard]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager) -> None:
+    """Once this plugin is registered, its modules: where `pytest_plugins` would have been."""
+    if plugin is not sys.modules[__name__]:
+        return
+    for mod in PLUGINS:
+        if manager.get_plugin(mod.__name__) is None and not manager.is_blocked(mod.__name__):
+            manager.register(mod, mod.__name__)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

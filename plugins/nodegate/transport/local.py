@@ -92,7 +92,14 @@ class LocalProcess(RemoteProcess):
         await killer.wait()
 
     def _close(self) -> None:
-        pass
+        # Hang up as an SSH channel does: stop reading its output. A pipe left open (a process
+        # killed in mid-flood leaves output unread) outlives the event loop, and closing it
+        # then fails ("Event loop is closed", at garbage collection).
+        transport = getattr(self.proc, "_transport", None)  # asyncio keeps it private
+        for fd in (1, 2):
+            pipe = transport.get_pipe_transport(fd) if transport is not None else None
+            if pipe is not None:
+                pipe.close()
 
 
 class ReplayTransport(Transport):
