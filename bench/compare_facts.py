@@ -84,7 +84,7 @@ def sim_nodes(name: str) -> Iterator[str]:
     """Facts and verdicts of the simulated node, healthy and with each sim fault."""
     from nodegate.core.values import CommandResult, NodeOutcome, Reach
     from nodegate.profiles import load_profile_file
-    from nodegate.sim.model import Fault, SimNode
+    from nodegate.sim.fleet_model import Fault, SimNode
     from nodegate.sim.tools import answer
     from nodegate.stages.registry import stage
     from nodegate.transport.script import command_line

@@ -8,7 +8,7 @@ from pathlib import Path
 from nodegate.core.checks import Check, CheckTable
 from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.framework.stage import OutcomeReader, Stage, StageContext
-from nodegate.inventory.model import Node, SSHSettings
+from nodegate.inventory.nodes import Node, SSHSettings
 from nodegate.profiles import Profile
 from nodegate.session.engine import Engine
 from nodegate.transport.base import Session, Transport
@@ -36,7 +36,7 @@ class Fine(Stage):
 
 
 def node(name: str) -> Node:
-    from nodegate.inventory.model import FrozenMap
+    from nodegate.inventory.nodes import FrozenMap
 
     return Node(name, ("all",), FrozenMap({}), "p", SSHSettings())
 

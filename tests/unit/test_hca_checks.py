@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import load_profile_file
-from nodegate.sim.model import Fault, SimNode
+from nodegate.sim.fleet_model import Fault, SimNode
 from nodegate.sim.tools.hca import (
     _mlxlink_template,
     mlxlink_json,

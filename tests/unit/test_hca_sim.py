@@ -7,7 +7,7 @@ from pathlib import Path
 
 from nodegate.parsers.ib_sysfs import parse_ib_sysfs
 from nodegate.parsers.ibv_devinfo import parse_ibv_devinfo
-from nodegate.sim.model import Fault, SimNode
+from nodegate.sim.fleet_model import Fault, SimNode
 from nodegate.sim.nodefs import Counter, Symlink
 from nodegate.sim.tools import hca_diag
 from nodegate.sim.tools.hca import FAULTS, PROVIDER, node_hcas, sysfs_listing

@@ -11,7 +11,7 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.settings import DEFAULT_MAX_ACTIVE, Settings, build_settings
 from nodegate.inventory import InventorySettings, load_inventory
 from nodegate.sim.files import write_inventory
-from nodegate.sim.model import SIM_SETTINGS, load_model
+from nodegate.sim.fleet_model import SIM_SETTINGS, load_model
 from nodegate.sim.tools import known_faults
 
 ROOT = Path("/srv/site")

@@ -12,7 +12,7 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.names import MAX_NODES, is_name
 from nodegate.inventory import load_inventory
 from nodegate.sim.fleet import Fleet
-from nodegate.sim.model import FleetModel, SimNode
+from nodegate.sim.fleet_model import FleetModel, SimNode
 
 RULE = "(ASCII letters, digits, '_', '.', '-'; not starting with '.' or '-')"
 EXPR = "(a node expression is printable ASCII without spaces)"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import Profile, load_profile_file
-from nodegate.sim.model import Fault, SimNode
+from nodegate.sim.fleet_model import Fault, SimNode
 from nodegate.sim.tools import answer
 from nodegate.sim.tools import pcie_gpu as sim
 from nodegate.stages.pcie_gpu import STAGE

@@ -13,7 +13,7 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.thresholds import Threshold
 from nodegate.core.values import Status
 from nodegate.profiles import ProfileLibrary, load_profile_file
-from nodegate.sim.model import Fault
+from nodegate.sim.fleet_model import Fault
 from nodegate.stages.pcie_gpu import STAGE
 from nodegate.stages.pcie_gpu.profile import PcieGpuProfile, XidRule
 from nodegate.transport.script import command_line

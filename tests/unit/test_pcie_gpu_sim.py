@@ -7,7 +7,7 @@ import json
 
 from nodegate.parsers.lspci import parse_lspci
 from nodegate.parsers.nvsmi_text import parse_nvsmi_text
-from nodegate.sim.model import Fault, SimNode
+from nodegate.sim.fleet_model import Fault, SimNode
 from nodegate.sim.tools import gpu_render as r
 from nodegate.sim.tools import pcie_gpu as sim
 

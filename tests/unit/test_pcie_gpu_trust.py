@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from nodegate.core.values import Status, Verdict
 from nodegate.profiles import Profile, load_profile_file
-from nodegate.sim.model import Fault
+from nodegate.sim.fleet_model import Fault
 
 from tests.unit.test_pcie_gpu_checks import CORPUS, REPO, not_passing, run, sim_outputs
 

@@ -12,7 +12,7 @@ import pytest
 from nodegate.core import bundled
 from nodegate.inventory import load_inventory
 from nodegate.profiles import ProfileLibrary
-from nodegate.session.progress import Progress, stage_deadline_s
+from nodegate.session.display import Progress, stage_deadline_s
 from nodegate.stages.ib_pairs import STAGE as IB_PAIRS
 from nodegate.stages.reach import STAGE as REACH
 from nodegate.transport.script import KILL_AFTER_S, SESSION_SLACK_S
@@ -65,7 +65,7 @@ def test_stages_announce_the_deadline_of_the_scripts_they_planned(fleet, tmp_pat
 def test_plain_lines_count_nodes_failures_and_rounds(fleet, monkeypatch):
     _, nodes, profiles = fleet
     clock = iter([100.0, 100.0, 100.0, 101.5, 107.0, 107.0, 107.0, 108.0])
-    monkeypatch.setattr("nodegate.session.progress.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("nodegate.session.display.time.monotonic", lambda: next(clock))
     lines: list[str] = []
     p = Progress("plain", lines.append, 10.0, 256, io.StringIO())
     script = 30.0

@@ -16,7 +16,7 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.framework.stage import StageContext
 from nodegate.inventory import Node
-from nodegate.inventory.model import FrozenMap, SSHSettings
+from nodegate.inventory.nodes import FrozenMap, SSHSettings
 from nodegate.profiles import ProfileLibrary
 from nodegate.sim.fleet import Fleet
 from nodegate.stages.ib_pairs.profile import ib_pairs_profile

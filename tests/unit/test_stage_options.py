@@ -9,7 +9,7 @@ from nodegate.core.checks import Check, CheckTable
 from nodegate.core.settings import DEFAULT_MAX_ACTIVE
 from nodegate.core.values import Status, Verdict
 from nodegate.framework.stage import Stage, StageContext, StageOptions
-from nodegate.inventory.model import FrozenMap, Node, SSHSettings
+from nodegate.inventory.nodes import FrozenMap, Node, SSHSettings
 from nodegate.profiles import Profile
 from nodegate.session.engine import Engine
 from nodegate.transport.base import Session, Transport

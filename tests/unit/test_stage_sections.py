@@ -16,7 +16,7 @@ from nodegate.core.values import Status, Verdict
 from nodegate.framework.active.skeleton import ActiveStage
 from nodegate.framework.stage import Stage, StageContext, StageOptions
 from nodegate.inventory import Node
-from nodegate.inventory.model import FrozenMap, SSHSettings
+from nodegate.inventory.nodes import FrozenMap, SSHSettings
 from nodegate.profiles import Profile, ProfileLibrary
 from nodegate.stages.registry import STAGES, stage
 

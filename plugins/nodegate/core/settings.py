@@ -35,7 +35,7 @@ DEFAULT_TRANSPORT = "ssh"
 REPLAY_TRANSPORT = "replay"
 BUNDLE_HINT = "a capture bundle or a run's raw/"
 ACTIONS = ("slurm", "kubernetes")  # built-in --act names (nodegate.actions)
-PROGRESS_MODES = ("auto", "live", "plain", "off")  # --progress (nodegate.session.progress)
+PROGRESS_MODES = ("auto", "live", "plain", "off")  # --progress (nodegate.session.display)
 DEFAULT_SUMMARY_LINES = 30  # reason lines: with the header, one screen at 1,024 nodes
 
 _TRUE = frozenset({"true", "yes", "1", "on"})
@@ -121,7 +121,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "--apply", "carry out the --act actions (default: dry-run, a plan only)", kind="flag"
     ),
     OptionSpec("--kubeconfig", "kubeconfig for --act kubernetes --apply", "FILE"),
-    # The terminal (nodegate.session.progress, nodegate.reports.terminal)
+    # The terminal (nodegate.session.display, nodegate.reports.terminal)
     OptionSpec(
         "--progress",
         "stage progress while the fleet is gathered: auto (live bars on a terminal, plain "

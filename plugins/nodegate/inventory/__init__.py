@@ -1,7 +1,7 @@
 """Inventory: which nodes, how to reach them, how they group (nodegate YAML, Ansible INI/YAML)."""
 
 from nodegate.inventory.loader import load_inventory
-from nodegate.inventory.model import (
+from nodegate.inventory.nodes import (
     DataPlane,
     FrozenMap,
     Inventory,

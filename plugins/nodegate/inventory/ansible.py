@@ -13,7 +13,7 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.names import MAX_NODES, check_expression, too_many
 from nodegate.inventory.ansible_vars import map_vars, var_is_mapped
 from nodegate.inventory.build import Setting, build_inventory, check_name, fail
-from nodegate.inventory.model import Inventory
+from nodegate.inventory.nodes import Inventory
 from nodegate.inventory.yamlio import check_string_keys
 
 _SECTION_RE = re.compile(r"^\[([^\]:\s]+)(?::([^\]\s]*))?\]\s*(?:[#;].*)?$")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from nodegate.core.errors import ConfigError
 from nodegate.core.names import check_name as _check_name
-from nodegate.inventory.model import (
+from nodegate.inventory.nodes import (
     DataPlane,
     FrozenMap,
     Inventory,

@@ -25,7 +25,7 @@ from nodegate.inventory.build import (
     overlay,
     resolve_path,
 )
-from nodegate.inventory.model import Inventory, InventorySettings
+from nodegate.inventory.nodes import Inventory, InventorySettings
 from nodegate.inventory.select import StrictGroupSource, UnknownGroupError, fold, parse_nodeset
 from nodegate.inventory.yamlio import check_string_keys, load_yaml, read_text, validate_schema
 

@@ -25,9 +25,9 @@ from nodegate.core.settings import OPTIONS, Settings, build_settings
 from nodegate.session import (
     check_items,
     collection,
+    display,
     finish,
     hookspecs,
-    progress,
     report_wiring,
     run_stages,
     transports,
@@ -49,7 +49,7 @@ PLUGINS: tuple[ModuleType, ...] = (
     collection,
     run_stages,
     finish,
-    progress,
+    display,
     report_wiring,
 )
 

@@ -14,8 +14,8 @@ import pytest
 
 from nodegate.framework.stage import StageOptions
 from nodegate.session.collection import SITE_PREFIX, item_key
+from nodegate.session.display import make_progress
 from nodegate.session.engine import Engine, LoopThread
-from nodegate.session.progress import make_progress
 from nodegate.session.state import STATE, WORKER_RUN_DIR, RunState, now
 from nodegate.transport.evidence import EvidenceWriter
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from nodegate.sim.model import FleetModel, SimNode
+from nodegate.sim.fleet_model import FleetModel, SimNode
 
 
 def sshd_config(root: Path, k: int, group: Sequence[SimNode], key: Path, port: int) -> str:

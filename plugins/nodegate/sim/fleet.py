@@ -31,7 +31,7 @@ from pathlib import Path
 from nodegate.core.errors import ConfigError
 from nodegate.core.names import check_name
 from nodegate.sim.files import model_json, sshd_config, write_inventory
-from nodegate.sim.model import TOOL_FAULTS, FleetModel, SimNode, load_model
+from nodegate.sim.fleet_model import TOOL_FAULTS, FleetModel, SimNode, load_model
 from nodegate.sim.nodefs import Entry, TreeWriter
 from nodegate.sim.nodetools import HOST_PATH, LIBS, MARK, NODE_TOOLS, fast_shim, node_tool_stub
 from nodegate.sim.session import DISPATCH, FAST_TIMEOUT

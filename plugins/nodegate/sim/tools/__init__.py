@@ -16,7 +16,7 @@ tool's answers: a node's `cat` and `grep` read its own tree (sim/nodefs.py).
 
 from __future__ import annotations
 
-from nodegate.sim.model import SimNode
+from nodegate.sim.fleet_model import SimNode
 from nodegate.sim.tools.base import (
     FLOOD_BYTES,
     FLOOD_LINE,
@@ -89,7 +89,7 @@ def node_tools(node: SimNode) -> list[SimTool]:
 
 
 def known_faults() -> dict[str, str]:
-    from nodegate.sim.model import TRANSPORT_FAULTS
+    from nodegate.sim.fleet_model import TRANSPORT_FAULTS
 
     out = dict(TRANSPORT_FAULTS)
     for p in providers():

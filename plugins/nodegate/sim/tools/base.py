@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from nodegate.sim.model import TOOL_FAULTS, SimNode
+from nodegate.sim.fleet_model import TOOL_FAULTS, SimNode
 from nodegate.sim.nodefs import Entry
 
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterable
 from importlib import resources
 
-from nodegate.sim.model import SimNode
+from nodegate.sim.fleet_model import SimNode
 from nodegate.sim.tools.base import Provider, SimTool
 
 MODEL_PATH = "/var/lib/nodegate-sim/perftest.json"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nodegate.sim.model import SimNode
+from nodegate.sim.fleet_model import SimNode
 from nodegate.sim.tools import gpu_render as r
 from nodegate.sim.tools.base import NVIDIA_SMI_USAGE, Provider, Response, SimTool, bad_arguments
 

@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nodegate.sim.model import SimNode
+from nodegate.sim.fleet_model import SimNode
 from nodegate.sim.tools.base import Provider, Response, SimTool, bad_arguments, getopt_error
 
 UNAME_VERSION = "#115-Ubuntu SMP Mon Apr 15 09:52:04 UTC 2024"  # the 5.15.0-105 build

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from nodegate.sim.model import SimNode
+from nodegate.sim.fleet_model import SimNode
 from nodegate.sim.nodefs import Counter, Entry
 from nodegate.sim.tools.base import Provider, SimTool
 

@@ -16,7 +16,7 @@ import json
 import shlex
 from collections.abc import Iterable
 
-from nodegate.sim.model import SimNode
+from nodegate.sim.fleet_model import SimNode
 from nodegate.sim.tools.base import Response, SimTool, bad_arguments
 from nodegate.sim.tools.roce import CNP_PRIO, ROCE_PRIO, STATE_DIR, RoceRail
 
