@@ -218,6 +218,7 @@ def test_compare_doc_validates_and_summary_folds_nodes(tmp_path: Path) -> None:
         "changes": 4,
         "regressions": 4,
         "regressed_nodes": ["gpu1", "gpu2", "gpu3"],
+        "regressed_jobs": [],
     }
     assert summary_lines(cmp, tmp_path, "compare.json") == [
         f"compared with baseline base ({tmp_path}): 3 nodes, 4 changes, "
@@ -352,3 +353,100 @@ def test_interrupted_or_incomplete_runs_save_no_baseline(tmp_path: Path) -> None
     ab.pytest_nodegate_admission(admission, run_dir)
     assert ab.lines == [f"baseline saved: {tmp_path / 'b' / 'baseline.json'}"]
     assert load_baseline(tmp_path / "b")["run_id"] == "new"
+
+
+WHOLE, LOCALIZED, SET = "nccl.whole.busbw", "nccl.localized", "whole set"
+NCCL = [*CHECKS, WHOLE, LOCALIZED]
+FOUR = ["gpu1", "gpu2", "gpu3", "gpu4"]
+
+
+def nccl(
+    node: str, busbw: float, job: str = "gpu[1-4]", ok: bool = True, blamed: bool = False
+) -> list[Verdict]:
+    """The whole-set job's number on a member (`job`: the job it is of) and localization."""
+    st = Status.PASS if ok else Status.FAIL
+    loc = Status.FAIL if blamed else Status.PASS
+    return [
+        Verdict(WHOLE, node, st, SET, busbw, ">= 300", "GB/s", job=job),
+        Verdict(LOCALIZED, node, loc, "node", message="fails with two good partners" * blamed),
+    ]
+
+
+def whole_set(busbw: dict[str, float], slow_rail: str | None = None, **kw: Any) -> dict[str, Any]:
+    per_node = {
+        n: verdicts(n, bw={0: 386.0, 3: 366.7 if n == slow_rail else 386.0}) + nccl(n, busbw[n])
+        for n in FOUR
+    }
+    return doc(per_node, checks=NCCL, **kw)
+
+
+def test_a_slow_rail_lowering_the_whole_set_busbw_blames_the_job_not_every_member() -> None:
+    base = whole_set(dict.fromkeys(FOUR, 369.68), run_id="base")
+    assert base["nodes"]["gpu2"]["checks"][WHOLE][SET]["job"] == "gpu[1-4]"
+    schemas.validate("baseline", base)
+    # gpu3's rail 3 is 5 % slower (above its floor): the whole-set job, every member's number,
+    # is 5 % slower too.
+    cmp = compare(base, whole_set(dict.fromkeys(FOUR, 351.21), slow_rail="gpu3"), rules())
+    assert regs(cmp) == {("gpu3", "metric", "ib_pairs.rail.bandwidth", RAIL3)}
+    assert [c for c in cmp.changes if c.check == WHOLE] == []  # not per node, nor a median
+    (job,) = cmp.jobs
+    assert (job.name, job.check, job.component, job.before, job.after, job.regression) == (
+        "gpu[1-4]", WHOLE, SET, 369.68, 351.21, True,
+    )  # fmt: skip
+    assert (job.message, job.rule) == (
+        "369.68 GB/s -> 351.21 GB/s (-5.0 %)",
+        "may drop at most 3 %",
+    )
+    d = comparison_doc(cmp, "new", Path("b"))
+    assert d["regressed"] is True
+    assert (d["summary"]["regressed_nodes"], d["summary"]["regressed_jobs"]) == (
+        ["gpu3"],
+        ["gpu[1-4]"],
+    )
+    assert d["jobs"] == [job.to_json()]
+    lines = summary_lines(cmp, Path("b"), "compare.json")
+    assert lines[0].endswith("2 changes, REGRESSED: 2 regressions on gpu3 (1 of jobs)")
+    assert lines[1] == (
+        f"  REGRESSION job gpu[1-4]: {WHOLE} [{SET}]: 369.68 GB/s -> 351.21 GB/s (-5.0 %) "
+        "(may drop at most 3 %)"
+    )
+
+
+def test_a_failed_whole_set_job_blames_the_job_and_the_node_localization_named() -> None:
+    base = whole_set(dict.fromkeys(FOUR, 369.68), run_id="base")
+    per_node = {n: verdicts(n) for n in FOUR}
+    # gpu3 named by localization; the others cleared by pairs, their numbers the pairs' own.
+    per_node["gpu3"] += nccl("gpu3", 200.0, ok=False, blamed=True)
+    per_node["gpu1"] += nccl("gpu1", 380.0, job="gpu[1-2]")
+    per_node["gpu2"] += nccl("gpu2", 380.0, job="gpu[1-2]")
+    per_node["gpu4"] += nccl("gpu4", 381.0, job="gpu[3-4]")
+    cmp = compare(base, doc(per_node, checks=NCCL), rules())
+    assert regs(cmp) == {
+        ("gpu3", "admission", "admission", ""),
+        ("gpu3", "status", WHOLE, ""),
+        ("gpu3", "status", LOCALIZED, ""),
+    }
+    assert {(j.nodes_before, j.nodes_after, j.before, j.after, j.regression) for j in cmp.jobs} == {
+        ("gpu[1-4]", "gpu[1-4]", 369.68, 200.0, True),  # the whole-set job, compared once
+        (None, "gpu[1-2]", None, 380.0, False),  # localization's jobs: new, not judged
+        (None, "gpu[3-4]", None, 381.0, False),
+    }
+    d = comparison_doc(cmp, "new", Path("b"))
+    assert (d["summary"]["regressed_nodes"], d["summary"]["regressed_jobs"]) == (
+        ["gpu3"],
+        ["gpu[1-4]"],
+    )
+
+
+def test_a_job_matches_the_baseline_job_sharing_most_nodes() -> None:
+    base = whole_set(dict.fromkeys(FOUR, 369.68), run_id="base")
+    # gpu4 dropped out of this run's whole set (and of the run): still the whole-set job.
+    per_node = {n: verdicts(n) + nccl(n, 369.68, job="gpu[1-3]") for n in FOUR[:3]}
+    cmp = compare(base, doc(per_node, checks=NCCL), rules())
+    assert not cmp.regressed
+    (job,) = cmp.jobs
+    assert (job.nodes_before, job.nodes_after, job.regression) == ("gpu[1-4]", "gpu[1-3]", False)
+    assert summary_lines(cmp, Path("b"), "c.json")[1] == (
+        f"  changed job gpu[1-3]: {WHOLE} [{SET}]: 369.68 GB/s, the same number "
+        "(nodes gpu[1-4] -> gpu[1-3]) (may drop at most 3 %)"
+    )

@@ -146,3 +146,40 @@ def test_an_unknown_metric_is_a_usage_error() -> None:
     with pytest.raises(ConfigError, match=r"^profile p \(p.yaml\): outliers.metrics: ib.bw: no "):
         validate_policies([profile(metrics=["ib.bw"])], checks_by_id())
     validate_policies([profile(), Profile("b", "b.yaml", {})], checks_by_id())
+
+
+WHOLE = "nccl.whole.busbw"
+
+
+def jobs_run(jobs: dict[tuple[str, ...], float]) -> RunResult:
+    """The whole-set check's number on each member, naming its job."""
+    r = RunResult()
+    for members, bw in jobs.items():
+        job = ",".join(members)
+        for node in members:
+            r.add(Verdict(WHOLE, node, Status.PASS, "whole set", bw, ">= 300", "GB/s", job=job))
+    return r
+
+
+def test_a_jobs_number_is_judged_once_per_job_never_as_each_members_own() -> None:
+    prof = profile(blocks=True, metrics=[WHOLE])
+    whole = tuple(f"gpu{i}" for i in range(1, 7))
+    # One whole-set job: six members, one number: one job, too few to compare.
+    found = find_outliers(jobs_run({whole: 351.2}), dict.fromkeys(whole, prof))
+    assert found is not None and found.flagged == []
+    assert found.notes == [
+        f"{WHOLE} (p): 1 components measured on 1 jobs or fewer, below min_nodes 5: not judged"
+    ]
+    # Five two-node jobs, one slow: the job is flagged, once, by its nodes; no member rejected.
+    pairs = {(f"gpu{2 * i + 1}", f"gpu{2 * i + 2}"): 386.0 for i in range(5)}
+    pairs[("gpu9", "gpu10")] = 350.0
+    nodes = [n for p in pairs for n in p]
+    found = find_outliers(jobs_run(pairs), dict.fromkeys(nodes, prof))
+    assert found is not None
+    assert [(f.node, f.job, f.nodes, f.blocks_admission) for f in found.flagged] == [
+        ("gpu9,gpu10", True, 5, False)
+    ]
+    assert found.flagged[0].to_json()["message"].endswith("over 5 jobs")
+    decisions = decide([(WHOLE, n) for n in nodes], jobs_run(pairs), dict.fromkeys(nodes, "p"), {})
+    reject_blocking(decisions, found)
+    assert all(not d.reasons for d in decisions.values())

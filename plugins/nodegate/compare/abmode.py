@@ -15,6 +15,7 @@ from ClusterShell.NodeSet import NodeSet
 
 from nodegate.compare.abtest import FLEET, Change, Comparison, compare
 from nodegate.compare.baseline import load_baseline, run_baseline, save_baseline
+from nodegate.compare.jobs import JobChange
 from nodegate.compare.regression import RegressionRules, regression_rules
 from nodegate.core import schemas
 from nodegate.core.errors import ConfigError
@@ -57,15 +58,17 @@ def comparison_doc(cmp: Comparison, run_id: str, baseline_dir: Path) -> dict[str
         "regressed": cmp.regressed,
         "summary": {
             "nodes_compared": len(cmp.nodes_compared),
-            "changes": len(cmp.changes),
-            "regressions": len(cmp.regressions),
+            "changes": len(cmp.changes) + len(cmp.jobs),
+            "regressions": len(cmp.regressions) + len(cmp.job_regressions),
             "regressed_nodes": regressed_nodes,
+            "regressed_jobs": sorted({j.name for j in cmp.job_regressions}),
         },
         "nodes_only_in_baseline": cmp.only_in_baseline,
         "nodes_only_in_run": cmp.only_in_run,
         "checks_only_in_baseline": cmp.checks_only_in_baseline,
         "checks_only_in_run": cmp.checks_only_in_run,
         "changes": [c.to_json() for c in cmp.changes],
+        "jobs": [j.to_json() for j in cmp.jobs],
     }
     schemas.validate("compare", doc)
     return doc
@@ -86,25 +89,39 @@ def _folded(changes: list[Change]) -> list[str]:
     return lines
 
 
+def _job_line(j: JobChange) -> str:
+    """`job gpu[001-008]: nccl.whole.busbw [whole set]: 369.68 GB/s -> ... (rule)`."""
+    moved = (
+        f" (nodes {j.nodes_before} -> {j.nodes_after})"
+        if j.nodes_before and j.nodes_after and j.nodes_before != j.nodes_after
+        else ""
+    )
+    rule = f" ({j.rule})" if j.rule else ""
+    return f"job {j.name}: {j.check} [{j.component}]: {j.message}{moved}{rule}"
+
+
 def summary_lines(cmp: Comparison, baseline_dir: Path, path: str) -> list[str]:
     """The terminal's "nodegate A/B comparison" section, one escaped line per entry."""
-    regs = cmp.regressions
+    regs, job_regs = cmp.regressions, cmp.job_regressions
     verdict = (
-        f"REGRESSED: {len(regs)} regressions"
+        f"REGRESSED: {len(regs) + len(job_regs)} regressions"
         + (
             f" on {NodeSet.fromlist(sorted({c.scope for c in regs if c.scope != FLEET}))}"
             if any(c.scope != FLEET for c in regs)
             else ""
         )
-        if regs
+        + (f" ({len(job_regs)} of jobs)" if job_regs else "")
+        if regs or job_regs
         else "no regression"
     )
     lines = [
         f"compared with baseline {cmp.baseline_run} ({baseline_dir}): "
-        f"{len(cmp.nodes_compared)} nodes, {len(cmp.changes)} changes, {verdict}"
+        f"{len(cmp.nodes_compared)} nodes, {len(cmp.changes) + len(cmp.jobs)} changes, {verdict}"
     ]
+    lines += ["  REGRESSION " + _job_line(j) for j in job_regs]
     lines += ["  REGRESSION " + ln for ln in _folded(regs)]
-    others = _folded([c for c in cmp.changes if not c.regression])
+    others = [_job_line(j) for j in cmp.jobs if not j.regression]
+    others += _folded([c for c in cmp.changes if not c.regression])
     lines += ["  changed " + ln for ln in others[:MAX_CHANGE_LINES]]
     if len(others) > MAX_CHANGE_LINES:
         lines.append(f"  ... {len(others) - MAX_CHANGE_LINES} more changes in {path}")

@@ -7,7 +7,9 @@ compared; nodes on one side only are listed. A change is a regression when:
   number under a rule is no longer measured while its check still passes;
 - `fact`: a text fact changed against the profile's `regression.versions` rule;
 - `admission`: a node admitted by a complete baseline is not admitted by a complete run;
-- fleet-wide `metric`: the median over the profile's nodes moved beyond the same rule.
+- fleet-wide `metric`: the median over the profile's nodes moved beyond the same rule;
+- a job's number (a check that measures a job: the whole-set NCCL busbw) is compared once per
+  job (`nodegate.compare.jobs`), never as each member's own: per node only its status.
 Every other difference is reported as a change, not judged.
 """
 
@@ -19,6 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nodegate.compare.baseline import is_number, worst_status
+from nodegate.compare.jobs import JobChange, job_changes, job_checks
+from nodegate.compare.jobs import fmt as _fmt
+from nodegate.compare.jobs import pct as _pct
 from nodegate.compare.regression import RegressionRules, describe_version_rule, version_regressed
 
 FLEET = "fleet"  # the scope of fleet-wide changes
@@ -67,25 +72,20 @@ class Comparison:
     only_in_run: list[str] = field(default_factory=list)
     checks_only_in_baseline: list[str] = field(default_factory=list)
     checks_only_in_run: list[str] = field(default_factory=list)
+    jobs: list[JobChange] = field(default_factory=list)  # job-level numbers, once per job
 
     @property
     def regressions(self) -> list[Change]:
+        """The regressions of nodes and of the fleet (the jobs': `job_regressions`)."""
         return [c for c in self.changes if c.regression]
 
     @property
+    def job_regressions(self) -> list[JobChange]:
+        return [j for j in self.jobs if j.regression]
+
+    @property
     def regressed(self) -> bool:
-        return any(c.regression for c in self.changes)
-
-
-def _fmt(value: Any, unit: str | None = None) -> str:
-    if value is None:
-        return "not measured"
-    shown = f"{value:g}" if isinstance(value, float) else str(value)
-    return f"{shown} {unit}" if unit and is_number(value) else shown
-
-
-def _pct(before: float, after: float) -> str:
-    return "" if before == 0 else f" ({(after - before) / abs(before) * 100:+.1f} %)"
+        return any(c.regression for c in self.changes) or any(j.regression for j in self.jobs)
 
 
 def compare(
@@ -104,6 +104,7 @@ def compare(
         checks_only_in_run=sorted(r_checks - b_checks),
     )
     both_complete = bool(base["complete"]) and bool(run["complete"])
+    by_job = scope & job_checks()
     for node in out.nodes_compared:
         b, r = b_nodes[node], r_nodes[node]
         node_rules = rules.get(r["profile"] or "", _NO_RULES)
@@ -114,9 +115,11 @@ def compare(
             )  # fmt: skip
         for check in sorted(scope):
             out.changes += _check_changes(
-                node, check, b["checks"].get(check, {}), r["checks"].get(check, {}), node_rules
-            )
-    out.changes += fleet_changes(base, run, out.nodes_compared, scope, rules)
+                node, check, b["checks"].get(check, {}), r["checks"].get(check, {}), node_rules,
+                numbers=check not in by_job,
+            )  # fmt: skip
+    out.changes += fleet_changes(base, run, out.nodes_compared, scope - by_job, rules)
+    out.jobs += job_changes(base, run, by_job, rules)
     return out
 
 
@@ -126,8 +129,10 @@ def _check_changes(
     before: Mapping[str, Mapping[str, Any]],
     after: Mapping[str, Mapping[str, Any]],
     rules: RegressionRules,
+    numbers: bool = True,
 ) -> list[Change]:
-    """One node's changes of one check: its status, then each component's value."""
+    """One node's changes of one check: its status, then each component's value (not for a
+    check whose numbers are a job's: `numbers` False)."""
     changes: list[Change] = []
     b_status, a_status = worst_status(before.values()), worst_status(after.values())
     status_regressed = b_status == "pass" and a_status != "pass"
@@ -138,7 +143,7 @@ def _check_changes(
             Change(node, "status", check, "", b_status, a_status, None, status_regressed, None,
                    msg)
         )  # fmt: skip
-    for comp in sorted(set(before) | set(after)):
+    for comp in sorted(set(before) | set(after)) if numbers else ():
         b, a = before.get(comp), after.get(comp)
         bv = None if b is None else b["observed"]
         av = None if a is None else a["observed"]

@@ -47,8 +47,9 @@ def worst_status(entries: Iterable[Mapping[str, Any]]) -> str:
 
 
 def node_checks(verdicts: Iterable[Verdict]) -> dict[str, dict[str, dict[str, Any]]]:
-    """check -> component key -> {status, observed, unit[, message]} for one node's verdicts;
-    a component seen twice is keyed `<component> #2`, in verdict order."""
+    """check -> component key -> {status, observed, unit[, message][, job]} for one node's
+    verdicts; a component seen twice is keyed `<component> #2`, in verdict order; `job`: the
+    job a job-level number is of (`Verdict.job`)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for v in verdicts:
         comps = out.setdefault(v.check, {})
@@ -60,6 +61,8 @@ def node_checks(verdicts: Iterable[Verdict]) -> dict[str, dict[str, dict[str, An
         entry: dict[str, Any] = {"status": v.status.value, "observed": v.observed, "unit": v.unit}
         if v.status is not Status.PASS:
             entry["message"] = v.message
+        if v.job is not None:
+            entry["job"] = v.job
         comps[key] = entry
     return out
 

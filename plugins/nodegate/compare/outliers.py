@@ -7,6 +7,11 @@ flagged. The second condition keeps identical numbers (MAD 0) from flagging a ha
 difference. Fewer than `min_nodes` measured: not judged, a note says so. Flags go into
 admission.json (`outliers`) and the terminal; with `blocks_admission: true` each also
 rejects its node (reason check `outlier.<check id>`).
+
+A check whose number is a job's (`Check.measures`: the whole-set NCCL busbw) is judged over
+jobs, each job's number once (`Verdict.job`), never as each member's own: a flagged job is
+listed by its nodes and rejects no member (its nodes to blame are those the stage's
+localization named, in their own verdicts).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from ClusterShell.NodeSet import NodeSet
 
 from nodegate.admission.gate import NodeDecision, Reason
 from nodegate.compare.baseline import component_key, is_number
+from nodegate.compare.jobs import job_checks
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import RunResult
 from nodegate.core.safetext import printable
@@ -73,7 +79,7 @@ def validate_policies(profiles: Collection[Profile], known_checks: Collection[st
 
 @dataclass(frozen=True, slots=True)
 class Flag:
-    """One node's number far below its fleet's."""
+    """One node's number far below its fleet's; `job`: a job's number, `node` its nodes."""
 
     node: str
     profile: str
@@ -84,14 +90,15 @@ class Flag:
     median: float
     mad: float
     limit: float
-    nodes: int
+    nodes: int  # how many nodes (jobs, for a job's number) measured it
     blocks_admission: bool
+    job: bool = False
 
     def message(self) -> str:
         u = f" {self.unit}" if self.unit else ""
         return (
             f"{self.observed:g}{u}, below {self.limit:g}{u}: fleet median {self.median:g}{u}, "
-            f"MAD {self.mad:g}{u} over {self.nodes} nodes"
+            f"MAD {self.mad:g}{u} over {self.nodes} {'jobs' if self.job else 'nodes'}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -108,6 +115,7 @@ class Flag:
             "nodes": self.nodes,
             "blocks_admission": self.blocks_admission,
             "message": self.message(),
+            **({"job": True} if self.job else {}),
         }
 
 
@@ -139,8 +147,9 @@ def find_outliers(result: RunResult, profiles: Mapping[str, Profile]) -> Outlier
     policies = {n: outlier_policy(p) for n, p in profiles.items()}
     if not any(policies.values()):
         return None
-    # (profile, check, component) -> node -> (number, unit, passed its floor)
+    # (profile, check, component) -> node (or job) -> (number, unit, passed its floor)
     groups: dict[tuple[str, str, str], dict[str, tuple[float, str | None, bool]]] = {}
+    by_job = job_checks()
     for (check, node), vs in result.verdicts.items():
         policy = policies.get(node)
         if policy is None or check not in policy.metrics:
@@ -148,8 +157,11 @@ def find_outliers(result: RunResult, profiles: Mapping[str, Profile]) -> Outlier
         for v in vs:
             if is_number(v.observed):
                 key = (profiles[node].name, check, component_key(v.component))
+                who = v.job if check in by_job and v.job else node  # a job's number: once
                 passed = v.status is Status.PASS
-                groups.setdefault(key, {})[node] = (float(v.observed), v.unit, passed)
+                seen = groups.setdefault(key, {}).get(who)
+                passed = passed and (seen is None or seen[2])
+                groups[key][who] = (float(v.observed), v.unit, passed)
     out = Outliers()
     tiny: dict[tuple[str, str], list[int]] = {}
     by_profile = {p.name: policies[n] for n, p in profiles.items()}
@@ -160,21 +172,23 @@ def find_outliers(result: RunResult, profiles: Mapping[str, Profile]) -> Outlier
             tiny.setdefault((profile, check), []).append(len(measured))
             continue
         median, mad, limit = limit_for([m[0] for m in measured.values()], policy)
+        job = check in by_job
         for node, (value, unit, passed) in measured.items():
             if passed and value < limit:
                 out.flagged.append(
                     Flag(node, profile, check, comp, value, unit, median, mad, limit,
-                         len(measured), policy.blocks_admission)
+                         len(measured), policy.blocks_admission and not job, job)
                 )  # fmt: skip
     for (profile, check), counts in tiny.items():
         policy = by_profile[profile]
         assert policy is not None
+        what = "jobs" if check in by_job else "nodes"
         out.notes.append(
-            f"{check} ({profile}): {len(counts)} components measured on {max(counts)} nodes or "
+            f"{check} ({profile}): {len(counts)} components measured on {max(counts)} {what} or "
             f"fewer, below min_nodes {policy.min_nodes}: not judged"
         )
     order = {n: i for i, n in enumerate(profiles)}
-    out.flagged.sort(key=lambda f: (order[f.node], f.check, f.component))
+    out.flagged.sort(key=lambda f: (order.get(f.node, len(order)), f.node, f.check, f.component))
     return out
 
 

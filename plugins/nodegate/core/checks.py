@@ -16,6 +16,10 @@ F = TypeVar("F")  # what a check reads: a stage's facts of one node, or of the w
 P = TypeVar("P")  # the stage's typed profile section
 
 Scope = Literal["node", "fleet", "pipeline"]
+# What a check's number is of: the node's own part, or a job of several nodes (the whole-set
+# all-reduce): a job's number is the same on every member and belongs to the job (its verdicts
+# name it: `Verdict.job`), compared once per job, never as each member's own.
+Measures = Literal["node", "job"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +39,8 @@ class Check(Generic[F, P]):
     scope `node`: `fn(check, facts, profile) -> verdicts` for one node; `fleet`:
     `fn(check, {node: facts}, {node: profile}) -> verdicts` across the stage's nodes
     (uniformity); `pipeline`: judged by an active stage's own phases (fn is None). The function
-    gets its Check so that it never writes its id again.
+    gets its Check so that it never writes its id again. `measures`: what its number is of
+    (`Measures`).
     """
 
     id: str
@@ -45,6 +50,7 @@ class Check(Generic[F, P]):
     test: str  # pytest function name; item ids `suites/test_<stage>.py::<test>[<node>]`
     scope: Scope = "node"
     chart: Chart | None = None  # drawn among the report's first distributions; None: after
+    measures: Measures = "node"
 
 
 AnyCheck = Check[Any, Any]

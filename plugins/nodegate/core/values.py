@@ -125,13 +125,18 @@ class Verdict:
     # The threshold `observed` was judged against, as data (`expected` is its display text);
     # None when no single threshold judged it.
     reference: Threshold | None = None
+    # The nodes (a nodeset) of the job whose number `observed` is, for a check that measures a
+    # job (`Check.measures`); None for a node's own number.
+    job: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The verdict as JSON; `reference` only when set (older verdicts read the same)."""
+        """The verdict as JSON; `reference` and `job` only when set (older verdicts read the
+        same)."""
         ref = {} if self.reference is None else {"reference": self.reference.to_json()}
+        job = {} if self.job is None else {"job": self.job}
         said = {k: getattr(self, k) for k in SAID}
         return {"check": self.check, "node": self.node, "status": self.status.value, **said,
-                "evidence": list(self.evidence), **ref}  # fmt: skip
+                "evidence": list(self.evidence), **ref, **job}  # fmt: skip
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Verdict:
@@ -148,4 +153,5 @@ class Verdict:
             evidence=tuple(d.get("evidence", ())),
             remediation_class=d.get("remediation_class"),
             reference=None if d.get("reference") is None else Threshold.from_json(d["reference"]),
+            job=d.get("job"),
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import cache
 
 from ClusterShell.NodeSet import NodeSet
 
@@ -35,6 +36,7 @@ WHOLE: Check[None, NcclProfile] = Check(
     "test_nccl_whole_set_busbw",
     "pipeline",
     chart=CHART,
+    measures="job",  # one number of the whole set, the same on every member: the job's
 )
 LOCALIZED: Check[None, NcclProfile] = Check(
     "nccl.localized",
@@ -120,6 +122,7 @@ class Judge:
         return Verdict(
             check.id, node, status, component, self._reading(o).busbw, floors.busbw.expected(),
             UNIT, msg, hint, self.refs(o, node), reference=floors.busbw,
+            job=_job(o) if check.measures == "job" else None,
         )  # fmt: skip
 
     def single(self, node: str) -> Verdict:
@@ -187,7 +190,7 @@ class Judge:
         ev = self.refs(whole, node) + self.refs(ok, node)
         return Verdict(
             WHOLE.id, node, Status.PASS, comp, self._reading(ok).busbw, floors.busbw.expected(),
-            UNIT, msg, None, ev, reference=floors.busbw,
+            UNIT, msg, None, ev, reference=floors.busbw, job=_job(ok),
         )  # fmt: skip
 
     def named(self) -> str:
@@ -250,6 +253,16 @@ class Judge:
         return Verdict(LOCALIZED.id, node, self.status(seen) if seen else Status.ERROR, "node",
                        message=msg, remediation="retest with more healthy nodes",
                        evidence=ev)  # fmt: skip
+
+
+def _job(o: NcclOutcome) -> str:
+    """The job a number is of, by its nodes (`Verdict.job`)."""
+    return _folded(o.test.nodes)
+
+
+@cache  # the whole set's nodes, folded once for all its members' verdicts
+def _folded(nodes: tuple[str, ...]) -> str:
+    return str(NodeSet.fromlist(list(nodes)))
 
 
 def _hint(check: AnyCheck, status: Status) -> str:
