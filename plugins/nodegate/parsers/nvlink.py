@@ -167,26 +167,19 @@ def parse_nvlink_errors(text: str) -> tuple[NvlinkErrorsGpu, ...]:
     """
     if not text.strip():
         raise ParseError(ERRORS_TOOL, "empty output")
-    gpus: list[NvlinkErrorsGpu] = []
-    header: re.Match[str] | None = None
-    lines: list[str] = []
-    for raw in [*_ANSI.sub("", text).replace("\r\n", "\n").split("\n"), None]:
-        line = None if raw is None else raw.strip()
-        if line == "":
+    blocks: list[tuple[re.Match[str], list[str]]] = []
+    for raw in _ANSI.sub("", text).replace("\r\n", "\n").split("\n"):
+        line = raw.strip()
+        if not line:
             continue
-        found = None if line is None else _GPU.match(line)
-        if (found or line is None) and header is not None:
-            gpus.append(_errors_gpu(header, lines))
-        if line is None:
-            break
-        if found:
-            header, lines = found, []
-        elif header is None:
+        if header := _GPU.match(line):
+            blocks.append((header, []))
+        elif not blocks:
             want = "a 'GPU N: name (UUID: ...)' line"
             raise ParseError(ERRORS_TOOL, f"expected {want}, got {line[:60]!r}")
         else:
-            lines.append(line)
-    return tuple(gpus)
+            blocks[-1][1].append(line)
+    return tuple(_errors_gpu(header, lines) for header, lines in blocks)
 
 
 def _errors_gpu(header: re.Match[str], lines: list[str]) -> NvlinkErrorsGpu:
