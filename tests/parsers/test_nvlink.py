@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 from nodegate.core.errors import ParseError
-from nodegate.parsers.nvlink import TOOL, NvlinkCondition, parse_nvlink_status
+from nodegate.parsers.nvlink import TOOL, NvlinkCondition, parse_nvlink_errors, parse_nvlink_status
 
 from conftest import CORPUS, check_expected, corpus_text, cut_corpus
 
-FILES = sorted(p.name for p in (CORPUS / "gpu").glob("nvidia-smi-nvlink-*"))
+FILES = sorted(
+    p.name
+    for p in (CORPUS / "gpu").glob("nvidia-smi-nvlink-*")
+    if not p.name.startswith("nvidia-smi-nvlink-e__")  # error counters: parse_nvlink_errors
+)
 A100_8 = "gpu/nvidia-smi-nvlink-status__a100-sxm4-80gb-8gpu-12links.txt"
 A100_1 = "gpu/nvidia-smi-nvlink-s-i__a100-sxm4-80gb-single-gpu-12links.txt"
 H100 = "gpu/nvidia-smi-nvlink-s__h100-80gb-hbm3-18links-driver590.48.01.txt"
@@ -102,3 +106,56 @@ def test_broken_input_raises(text: str) -> None:
     with pytest.raises(ParseError) as info:
         parse_nvlink_status(text)
     assert info.value.tool == TOOL
+
+
+ERRORS = (
+    "gpu/nvidia-smi-nvlink-e__h100-80gb-hbm3-18links-replay-recovery-crc-elided-uuid-anonymised.txt"
+)
+
+
+def _errors_text() -> str:
+    """The capture without the author's own `[...]` elision line (INDEX.md)."""
+    return "".join(ln for ln in corpus_text(ERRORS).splitlines(True) if ln.strip() != "[...]")
+
+
+def test_nvlink_errors_expected() -> None:
+    (gpu,) = parse_nvlink_errors(_errors_text())
+    check_expected("nvlink_errors", ERRORS, (gpu,))
+    assert [lk.link for lk in gpu.links] == [0, 1, 17]
+    assert gpu.links[2].counters == (
+        ("Replay Errors", 0),
+        ("Recovery Errors", 0),
+        ("CRC Errors", 0),
+    )
+
+
+def test_nvlink_errors_na_is_none_and_messages() -> None:
+    text = _errors_text().replace("Link 1: CRC Errors: 0", "Link 1: CRC Errors: N/A")
+    assert parse_nvlink_errors(text)[0].links[1].counters[2] == ("CRC Errors", None)
+    mig = parse_nvlink_errors(corpus_text(MIG))  # -e prints the same refusals as -s
+    assert mig[0].condition is NvlinkCondition.MIG_MODE_NOT_SUPPORTED
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("Lorem ipsum dolor sit amet\n", id="garbage"),
+        pytest.param("\x00\xff\xfe", id="binary"),
+        pytest.param(corpus_text(ERRORS), id="elision-line-kept"),
+        pytest.param(corpus_text(H100), id="status-not-errors"),
+        pytest.param(
+            _errors_text()[: _errors_text().index("Link 0: Recovery") + 10], id="truncated"
+        ),
+        # Cut at a line end inside link 1: it prints fewer counters than link 0. (A cut inside
+        # the first link of the last GPU cannot be told from a shorter counter set.)
+        pytest.param(_errors_text()[: _errors_text().index("Link 1: CRC")], id="truncated-link-1"),
+        pytest.param(
+            _errors_text().rsplit("\n", 2)[0] + "\n", id="truncated-line-end-last-link-short"
+        ),
+        pytest.param(_errors_text().replace(": 0\n", ": zero\n", 1), id="word-value"),
+    ],
+)
+def test_nvlink_errors_broken(bad: str) -> None:
+    with pytest.raises(ParseError):
+        parse_nvlink_errors(bad)

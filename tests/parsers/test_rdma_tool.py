@@ -1,16 +1,15 @@
-"""rdma dev / rdma link / ibdev2netdev parsers: corpus captures, non-mlx5 names, broken input."""
+"""rdma dev / rdma link parsers: corpus captures, non-mlx5 names, broken input."""
 
 from __future__ import annotations
 
 import pytest
 from nodegate.core.errors import ParseError
-from nodegate.parsers.rdma_tool import parse_ibdev2netdev, parse_rdma_dev, parse_rdma_link
+from nodegate.parsers.rdma_tool import parse_rdma_dev, parse_rdma_link
 
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text
 
 DEV = sorted(p.name for p in (CORPUS / "net").glob("rdma_dev__*"))
 LINK = sorted(p.name for p in (CORPUS / "net").glob("rdma_link__*"))
-IBDEV2NETDEV = sorted(p.name for p in (CORPUS / "net").glob("ibdev2netdev__*"))
 BNXT_LINK = "rdma_link__broadcom-bnxt-re-one-down.txt"
 RXE_LINK = "rdma_link__rxe-soft-roce.txt"
 
@@ -25,13 +24,8 @@ def test_rdma_link_corpus_expected(name: str) -> None:
     check_expected("rdma_link", name, parse_rdma_link(corpus_text(f"net/{name}")))
 
 
-@pytest.mark.parametrize("name", IBDEV2NETDEV)
-def test_ibdev2netdev_corpus_expected(name: str) -> None:
-    check_expected("ibdev2netdev", name, parse_ibdev2netdev(corpus_text(f"net/{name}")))
-
-
 def test_corpus_counts() -> None:
-    assert (len(DEV), len(LINK), len(IBDEV2NETDEV)) == (1, 2, 1)
+    assert (len(DEV), len(LINK)) == (1, 2)
 
 
 def test_rdma_dev_broadcom() -> None:
@@ -68,26 +62,6 @@ def test_rdma_link_rxe_and_ib_fields() -> None:
     assert link.subnet_prefix == "fe80:0000:0000:0000"
 
 
-def test_ibdev2netdev_verbose_port_active_netdev_down() -> None:
-    (entry,) = parse_ibdev2netdev(corpus_text(f"net/{IBDEV2NETDEV[0]}")).entries
-    assert (entry.device, entry.port, entry.port_state) == ("mlx4_0", 1, "ACTIVE")
-    assert (entry.netdev, entry.netdev_state) == ("ib0", "Down")
-    assert (entry.pci_address, entry.chip, entry.board_part) == ("0002:00:02.0", "MT4100", None)
-    assert entry.fw_version == "2.43.7008"
-
-
-def test_ibdev2netdev_plain_and_description() -> None:
-    text = "0000:41:00.0 mlx5_0 (MT4129 - MCX75310AAS-NEAT) NVIDIA ConnectX-7 HHHL Adapter Card, "
-    text += "400GbE / NDR IB (default mode), Single-port OSFP    fw 28.39.1002 port 1 (ACTIVE) "
-    text += "==> ibp65s0 (Up)\nmlx5_1 port 1 ==> ib1 (Down)\n"
-    first, second = parse_ibdev2netdev(text).entries
-    assert first.board_part == "MCX75310AAS-NEAT"
-    assert first.description is not None and first.description.endswith("Single-port OSFP")
-    assert (second.device, second.netdev_state, second.port_state, second.fw_version) == (
-        "mlx5_1", "Down", None, None,
-    )  # fmt: skip
-
-
 BROKEN = ["", "garbage words\n", "\x00\xff\xfe"]
 
 
@@ -114,25 +88,13 @@ def test_rdma_link_broken_input(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text",
-    [*BROKEN, corpus_text(f"net/{RXE_LINK}")],
-    ids=["empty", "garbage", "binary", "rdma-link-output"],
-)
-def test_ibdev2netdev_broken_input(text: str) -> None:
-    with pytest.raises(ParseError) as exc:
-        parse_ibdev2netdev(text)
-    assert exc.value.tool == "ibdev2netdev"
-
-
-@pytest.mark.parametrize(
     ("fn", "name"),
     [
         (parse_rdma_dev, f"net/{DEV[0]}"),
         (parse_rdma_link, f"net/{BNXT_LINK}"),
         (parse_rdma_link, f"net/{RXE_LINK}"),
-        (parse_ibdev2netdev, f"net/{IBDEV2NETDEV[0]}"),
     ],
-    ids=["rdma-dev", "rdma-link-bnxt", "rdma-link-rxe", "ibdev2netdev"],
+    ids=["rdma-dev", "rdma-link-bnxt", "rdma-link-rxe"],
 )
 def test_truncated(fn: object, name: str) -> None:
     text = corpus_text(name)

@@ -224,3 +224,43 @@ def test_file_values() -> None:
     for bad in ("garbage\n", "relative:1\n", "/a:1\n/a:2\n"):
         with pytest.raises(ParseError):
             parse_file_values(bad)
+
+
+MANA = "net/rdma_statistic_p__azure-mana-vf-mana_0-26-port-counters-requester-timeout.txt"
+
+
+def test_rdma_statistic_pretty_mana_expected() -> None:
+    """The pretty layout (`-p`, and every run from iproute2 6.8) with MANA's own counter names:
+    kept as printed, nothing mapped to mlx5 names, nothing made up as 0."""
+    got = parse_rdma_statistic(corpus_text(MANA))
+    check_expected("rdma_statistic", MANA, got)
+    port = got[("mana_0", 1)]
+    assert (len(port), port["requester_timeout"], port["current_rate"]) == (26, 45, 100000)
+    assert "np_cnp_sent" not in port and "out_of_sequence" not in port
+
+
+def test_rdma_statistic_both_layouts_read_the_same() -> None:
+    one_line = fmt(RDMA_STAT)
+    head, *pairs = one_line.split("\n")[0].split(" ")
+    pretty = (
+        " ".join([head, pairs[0]])
+        + "\n"
+        + "".join(f"    {pairs[i]} {pairs[i + 1]} \n" for i in range(1, len(pairs) - 1, 2))
+    )
+    assert parse_rdma_statistic(pretty) == parse_rdma_statistic(one_line)
+    two = corpus_text(MANA) + corpus_text(MANA).replace("mana_0/1", "mana_1/1")
+    assert list(parse_rdma_statistic(two)) == [("mana_0", 1), ("mana_1", 1)]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(cut_corpus(MANA), id="truncated"),
+        pytest.param("    requester_timeout 45\n", id="counter-before-link"),
+        pytest.param("link mana_0/1\nlink mana_1/1\n    a 1\n", id="link-without-counters"),
+        pytest.param(corpus_text(MANA) + "    current_rate 1\n", id="counter-twice"),
+    ],
+)
+def test_rdma_statistic_pretty_broken(bad: str) -> None:
+    with pytest.raises(ParseError):
+        parse_rdma_statistic(bad)

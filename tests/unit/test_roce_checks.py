@@ -214,3 +214,41 @@ def test_roce_null_profile_passes_with_a_note(tmp_path: Path) -> None:
     vs = asyncio.run(STAGE.run(ctx))
     assert {(v.check, v.status) for v in vs} == {(c.id, Status.PASS) for c in CHECKS}
     assert {v.message for v in vs} == {"profile generic-hgx-h100 has no RoCE rails (roce: null)"}
+
+
+def _pretty(one_line: str) -> str:
+    """iproute2 >= 6.8's layout of `rdma statistic show` (the `-p` test was dropped): the link
+    alone on its line, then `    <name> <value> ` per counter (rdma/stat.c, utils.c)."""
+    out = []
+    for line in one_line.splitlines():
+        head, port, *pairs = line.split()
+        each = zip(pairs[::2], pairs[1::2], strict=True)
+        out.append(f"{head} {port} " + "".join(f"\n    {n} {v} " for n, v in each))
+    return "\n".join(out) + "\n"
+
+
+def test_pretty_rdma_statistic_judges_the_same(fleet: Fleet) -> None:
+    out = session(fleet, "gpu001")
+    pretty = {
+        c: {"stdout": _pretty(out.results[c].stdout)} for c in ("rdma_stat", "rdma_stat_again")
+    }
+    assert pretty["rdma_stat"]["stdout"] != out.results["rdma_stat"].stdout
+    assert judge(_without(out, **pretty)) == judge(out)
+
+
+def test_mana_counter_names_are_not_reported_never_zero(fleet: Fleet) -> None:
+    """A driver without mlx5's names (Azure MANA, corpus rdma_statistic_p__azure-mana-...): the
+    profile's counters are missing, an ERROR naming them, not a pass on made-up zeros."""
+    mana = (REPO / "tests/fixtures/corpus/net").glob("rdma_statistic_p__azure-mana-*")
+    counters = next(mana).read_text().split("\n", 1)[1]
+    out = session(fleet, "gpu001")
+    changes = {}
+    for cid in ("rdma_stat", "rdma_stat_again"):
+        lines = out.results[cid].stdout.splitlines()
+        lines[0] = "link mlx5_0/1\n" + counters.rstrip("\n")
+        changes[cid] = {"stdout": "\n".join(lines) + "\n"}
+    vs = judge(_without(out, **changes))
+    rail0 = "mlx5_0 enp24s0np0 (rail 0)"
+    assert bad(vs) == {(f"roce.counters.{g}", rail0, Status.ERROR) for g in ("cnp", "retransmits")}
+    (cnp,) = [v for v in vs if v.check == "roce.counters.cnp" and v.component == rail0]
+    assert cnp.message == "counters not reported: np_cnp_sent, rp_cnp_handled"

@@ -132,3 +132,76 @@ def _check_counts(gpus: tuple[NvlinkGpu, ...]) -> None:
                     TOOL,
                     f"GPU {gpu.index} has {len(gpu.links)} links, another {gpu.name} {expected}",
                 )
+
+
+ERRORS_TOOL = "nvidia-smi nvlink -e"
+# `nvidia-smi nvlink -e` (optionally `-i N`): per link, one `Link N: <Counter>: <value>` line per
+# error counter, a blank line between links (corpus: nvidia-smi-nvlink-e__h100-...). The counter
+# set depends on the driver and GPU (Replay/Recovery/CRC Errors on the H100 capture), so names are
+# kept as printed; a value that is not a number (`N/A`) is None, never 0.
+_COUNTER = re.compile(r"^Link (?P<link>\d+): (?P<name>[^:]+?): (?P<value>\S+)$")
+_COUNT = re.compile(r"^\d+$")
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkLinkErrors:
+    link: int
+    counters: tuple[tuple[str, int | None], ...]  # (name as printed, value), in output order
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkErrorsGpu:
+    index: int
+    name: str
+    uuid: str
+    condition: NvlinkCondition
+    message: str | None
+    links: tuple[NvlinkLinkErrors, ...]
+
+
+def parse_nvlink_errors(text: str) -> tuple[NvlinkErrorsGpu, ...]:
+    """Parse `nvidia-smi nvlink -e`: every GPU's links and their error counters.
+
+    >>> parse_nvlink_errors("GPU 0: X (UUID: GPU-1)\\n\\t Link 0: CRC Errors: 3\\n")[0].links
+    (NvlinkLinkErrors(link=0, counters=(('CRC Errors', 3),)),)
+    """
+    if not text.strip():
+        raise ParseError(ERRORS_TOOL, "empty output")
+    blocks: list[tuple[re.Match[str], list[str]]] = []
+    for raw in _ANSI.sub("", text).replace("\r\n", "\n").split("\n"):
+        line = raw.strip()
+        if not line:
+            continue
+        if header := _GPU.match(line):
+            blocks.append((header, []))
+        elif not blocks:
+            want = "a 'GPU N: name (UUID: ...)' line"
+            raise ParseError(ERRORS_TOOL, f"expected {want}, got {line[:60]!r}")
+        else:
+            blocks[-1][1].append(line)
+    return tuple(_errors_gpu(header, lines) for header, lines in blocks)
+
+
+def _errors_gpu(header: re.Match[str], lines: list[str]) -> NvlinkErrorsGpu:
+    index, name, uuid = int(header["index"]), header["name"], header["uuid"]
+    if len(lines) == 1 and lines[0] in _MESSAGES:
+        return NvlinkErrorsGpu(index, name, uuid, _MESSAGES[lines[0]], lines[0], ())
+    links: dict[int, list[tuple[str, int | None]]] = {}
+    for line in lines:
+        m = _COUNTER.match(line)
+        if m is None:
+            raise ParseError(ERRORS_TOOL, f"GPU {index}: unrecognized line {line[:60]!r}")
+        value = m["value"]
+        if not _COUNT.match(value) and value != "N/A":
+            raise ParseError(ERRORS_TOOL, f"GPU {index}: counter value {value[:20]!r}")
+        counters = links.setdefault(int(m["link"]), [])
+        if m["name"] in (n for n, _ in counters):
+            raise ParseError(ERRORS_TOOL, f"GPU {index} link {m['link']}: {m['name']} twice")
+        counters.append((m["name"], int(value) if _COUNT.match(value) else None))
+    if not links:
+        raise ParseError(ERRORS_TOOL, f"GPU {index}: neither counter lines nor a known message")
+    sizes = {len(c) for c in links.values()}
+    if len(sizes) != 1:  # every link prints the same counters: a shorter one was cut
+        raise ParseError(ERRORS_TOOL, f"GPU {index}: links print different counter counts")
+    got = tuple(NvlinkLinkErrors(k, tuple(v)) for k, v in links.items())
+    return NvlinkErrorsGpu(index, name, uuid, NvlinkCondition.REPORTED, None, got)

@@ -1,4 +1,5 @@
-"""Parsers for iproute2 `rdma dev` / `rdma link` and Mellanox OFED `ibdev2netdev` (`-v` too).
+"""Parsers for iproute2 `rdma dev` / `rdma link`. (`ibdev2netdev`, Mellanox OFED's script, is not
+parsed: `rdma link` prints the same device -> netdev mapping and states, on any driver.)
 
 Device names are taken as printed (bnxt_re0, rxe_0, mlx5_bond_0): nothing assumes mlx5.
 """
@@ -16,14 +17,6 @@ from nodegate.parsers.text import clean_lines, natural_key
 _DEV_RE = re.compile(r"^(?P<index>\d+):\s+(?P<name>[^\s:]+):\s*(?P<rest>.*)$")
 _LINK_RE = re.compile(r"^link\s+(?P<dev>[^\s/]+)/(?P<port>\d+)\s*(?P<rest>.*)$")
 _CAPS_RE = re.compile(r"^caps:\s*<(?P<caps>[^>]*)>$")
-# [0002:00:02.0 ]mlx4_0 [(MT4100 - NA) [desc] fw 2.43.7008 ]port 1 [(ACTIVE) ]==> ib0 (Down)
-_IBDEV2NETDEV_RE = re.compile(
-    r"^(?:(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+)?"
-    r"(?P<dev>\S+)\s+"
-    r"(?:\((?P<chip>[^)]*)\)\s*(?P<desc>.*?)\s*fw\s+(?P<fw>\S+)\s+)?"
-    r"port\s+(?P<port>\d+)\s+(?:\((?P<pstate>[^)]*)\)\s+)?"
-    r"==>\s+(?P<netdev>\S+)\s+\((?P<nstate>[^)]*)\)$"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,29 +64,6 @@ class RdmaLinkReport:
     """All links, sorted naturally by (device, port)."""
 
     links: tuple[RdmaLink, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Ibdev2netdevEntry:
-    """One `ibdev2netdev` line: RDMA port -> netdev; -v adds PCI address, chip, fw, port state."""
-
-    device: str
-    port: int
-    netdev: str
-    netdev_state: str  # 'Up' / 'Down' as printed
-    port_state: str | None  # -v only, e.g. 'ACTIVE'
-    pci_address: str | None
-    chip: str | None  # -v '(MT4100 - NA)' -> 'MT4100'
-    board_part: str | None  # -v '(MT4100 - NA)' -> None; '(MT4129 - MCX75310AAS-NEAT)' -> part
-    description: str | None
-    fw_version: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Ibdev2netdevReport:
-    """All lines, sorted naturally by (device, port)."""
-
-    entries: tuple[Ibdev2netdevEntry, ...]
 
 
 def _pairs(tool: str, lineno: int, rest: str) -> dict[str, str]:
@@ -186,39 +156,3 @@ def parse_rdma_link(text: str) -> RdmaLinkReport:
     if not links:
         raise ParseError("rdma link", "no 'link <dev>/<port> ...' line found")
     return RdmaLinkReport(links=tuple(sorted(links, key=lambda x: (natural_key(x.device), x.port))))
-
-
-def parse_ibdev2netdev(text: str) -> Ibdev2netdevReport:
-    """Parse `ibdev2netdev` / `ibdev2netdev -v`: `mlx5_0 port 1 ==> ib0 (Up)`."""
-    entries: list[Ibdev2netdevEntry] = []
-    for lineno, raw in enumerate(clean_lines(text), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        m = _IBDEV2NETDEV_RE.match(line)
-        if m is None:
-            raise ParseError("ibdev2netdev", f"line {lineno}: unrecognised line {line[:60]!r}")
-        chip = part = None
-        if m["chip"] is not None:
-            chip_raw, _, part_raw = m["chip"].partition(" - ")
-            chip = chip_raw.strip() or None
-            part = part_raw.strip() if part_raw.strip() not in ("", "NA") else None
-        entries.append(
-            Ibdev2netdevEntry(
-                device=m["dev"],
-                port=int(m["port"]),
-                netdev=m["netdev"],
-                netdev_state=m["nstate"],
-                port_state=m["pstate"],
-                pci_address=m["pci"].lower() if m["pci"] else None,
-                chip=chip,
-                board_part=part,
-                description=m["desc"] or None,
-                fw_version=m["fw"],
-            )
-        )
-    if not entries:
-        raise ParseError("ibdev2netdev", "no '<dev> port <n> ==> <netdev> (<state>)' line found")
-    return Ibdev2netdevReport(
-        entries=tuple(sorted(entries, key=lambda e: (natural_key(e.device), e.port)))
-    )
