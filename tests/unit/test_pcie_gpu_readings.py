@@ -4,23 +4,41 @@ Exact verdicts (component, status, observed, expected, message) of the check con
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
-from nodegate.core.values import Verdict
+from nodegate.core.values import NodeOutcome, Reach, Verdict
+from nodegate.parsers.dcgm import DcgmDiag, parse_dcgmi_diag
 from nodegate.profiles import Profile, load_profile_file
+from nodegate.stages.pcie_gpu import STAGE
+from nodegate.stages.pcie_gpu.checks import CHECKS
 
-from tests.unit.test_pcie_gpu_checks import CORPUS, REPO, run
+from tests.unit.test_pcie_gpu_checks import CORPUS, REPO, run, sim_outputs
 
 PROFILES = REPO / "inventories" / "profiles"
 SXID_LOG = "dmesg__sxid-22013-nvswitch-nonfatal-link-60.txt"
 SXID_WANT = "no NVSwitch SXid needing action in the last 24 h"
+DCGM_R2 = "dcgmi-diag-r2__a100-sxm4-80gb-8gpu-aws-p4de-dcgm3.3.3-driver535.104.12.txt"
+DCGM_R3 = "dcgmi-diag-r3__h100-8gpu-dcgm3.3.8-driver560.35.03-cuda-init-fail-no-fabricmanager.txt"
+DCGM_WANT = "diag -r 1: every test Pass or Skip"
+DEPLOYMENT = (
+    *("Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS Blocks"),
+    *("Persistence Mode", "Environment Variables", "Page Retirement/Row Remap"),
+    *("Graphics Processes", "Inforom"),
+)
 Pin = tuple[str, str, Any, Any, str]
 
 
 @pytest.fixture(scope="module")
 def h100() -> Profile:
     return load_profile_file(PROFILES / "generic-hgx-h100.yaml")
+
+
+@pytest.fixture(scope="module")
+def gpus(h100: Profile) -> list[str]:
+    """The simulated node's GPU component names, GPU0..GPU7."""
+    return [v.component for v in run(h100) if v.check == "gpu.persistence"]
 
 
 def pins(vs: list[Verdict], check: str) -> list[Pin]:
@@ -55,3 +73,28 @@ def test_interleaved_sxid_lines_count_each_error_once(h100):
     ]
     (bad,) = [v for v in vs if v.check == "gpu.nvswitch" and v.status.value == "fail"]
     assert bad.remediation_class == "reboot"
+
+
+def judge_with_diag(profile: Profile, diag: DcgmDiag) -> list[Verdict]:
+    """The simulated node's verdicts with `diag` as its DCGM run (dcgmi exit 0)."""
+    results = sim_outputs(profile)
+    typed = STAGE.profile_of(profile)
+    facts = STAGE.facts(NodeOutcome("gpu001", Reach.OK, results), typed)
+    return CHECKS.judge_node("gpu001", replace(facts, dcgm=diag, dcgm_rc=0), typed)
+
+
+def test_dcgm3_compact_all_pass_table_passes_every_gpu(h100, gpus):
+    diag = parse_dcgmi_diag((CORPUS / DCGM_R2).read_text())
+    got = pins(judge_with_diag(h100, diag), "gpu.dcgm")
+    deployment = "; ".join(f"{t} Pass" for t in DEPLOYMENT)
+    msg = f"{deployment}; PCIe Pass; GPU Memory Pass"
+    assert got == [(g, "pass", "Pass", DCGM_WANT, msg) for g in gpus]
+
+
+def test_dcgm3_fail_all_fails_every_gpu_with_its_own_warning(h100, gpus):
+    diag = parse_dcgmi_diag((CORPUS / DCGM_R3).read_text())
+    vs = judge_with_diag(h100, diag)
+    got = pins(vs, "gpu.dcgm")
+    assert [(c, s) for c, s, *_ in got] == [(g, "fail") for g in gpus]
+    for i, (_, _, observed, _, msg) in enumerate(got):
+        assert observed == msg and msg.startswith(f"GPU Memory Fail: GPU {i} Error using CUDA")
