@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from nodegate.admission.remediation import table_of
 from nodegate.core.values import NodeOutcome, Reach, Verdict
 from nodegate.parsers.dcgm import DcgmDiag, parse_dcgmi_diag
 from nodegate.profiles import Profile, load_profile_file
@@ -21,6 +22,7 @@ SXID_LOG = "dmesg__sxid-22013-nvswitch-nonfatal-link-60.txt"
 SXID_WANT = "no NVSwitch SXid needing action in the last 24 h"
 DCGM_R2 = "dcgmi-diag-r2__a100-sxm4-80gb-8gpu-aws-p4de-dcgm3.3.3-driver535.104.12.txt"
 DCGM_R3 = "dcgmi-diag-r3__h100-8gpu-dcgm3.3.8-driver560.35.03-cuda-init-fail-no-fabricmanager.txt"
+NVML_MISMATCH = "nvidia-smi__nvml-driver-library-version-mismatch-nvml570.124-stdout.txt"
 DCGM_WANT = "diag -r 1: every test Pass or Skip"
 DEPLOYMENT = (
     *("Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS Blocks"),
@@ -98,3 +100,39 @@ def test_dcgm3_fail_all_fails_every_gpu_with_its_own_warning(h100, gpus):
     assert [(c, s) for c, s, *_ in got] == [(g, "fail") for g in gpus]
     for i, (_, _, observed, _, msg) in enumerate(got):
         assert observed == msg and msg.startswith(f"GPU Memory Fail: GPU {i} Error using CUDA")
+
+
+# Message text as printed by nvidia-smi (documented in NVIDIA forums/driver release notes):
+# the driver not loaded, nvidia-smi exits 9 (NVML_ERROR_DRIVER_NOT_LOADED).
+NO_DRIVER = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+    "that the latest NVIDIA driver is installed and running.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("rc", "text"),
+    [(18, (CORPUS / NVML_MISMATCH).read_text()), (9, NO_DRIVER)],
+    ids=["mismatch", "no-driver"],
+)
+def test_nvml_failure_on_stdout_is_the_reason_and_asks_for_a_driver_reload(h100, rc, text):
+    vs = run(h100, replace={"nvsmi": (rc, text), "nvlink": (rc, text)})
+    first = text.splitlines()[0]
+    why = f"`nvidia-smi -q` exited {rc}: {first}"
+    assert pins(vs, "gpu.driver") == [("nvidia driver", "error", None, ">= 535.104.05", why)]
+    nvsmi_errors = [v for v in vs if v.message == why]
+    assert len(nvsmi_errors) == len(
+        {"gpu.count", "gpu.model", "gpu.driver", "pcie.gpu.gen", "pcie.gpu.width"}
+        | {"pcie.switch.link", "gpu.ecc.mode", "gpu.ecc.uncorrectable", "gpu.remap"}
+        | {"gpu.retired_pages", "gpu.fabric", "gpu.clocks", "gpu.persistence"}
+    )
+    table = table_of(h100.data)
+    for v in (*nvsmi_errors, *(v for v in vs if v.check == "gpu.nvlink")):
+        assert v.status.value == "error"
+        assert table.classify(v).remediation_class == "reboot"
+        assert v.remediation is not None and "reload the NVIDIA driver or reboot" in v.remediation
+    # Any other failure still reads as before (stderr first) and is a retest.
+    other = run(h100, replace={"nvsmi": (1, "")})
+    (drv,) = [v for v in other if v.check == "gpu.driver"]
+    assert drv.message == "`nvidia-smi -q` exited 1: (no output)"
+    assert table.classify(drv).remediation_class == "retest"
