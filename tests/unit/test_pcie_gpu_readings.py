@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from nodegate.admission.remediation import table_of
+from nodegate.core.errors import ConfigError
+from nodegate.core.thresholds import Threshold
 from nodegate.core.values import NodeOutcome, Reach, Verdict
 from nodegate.parsers.dcgm import DcgmDiag, parse_dcgmi_diag
 from nodegate.profiles import Profile, load_profile_file
@@ -16,6 +18,7 @@ from nodegate.stages.pcie_gpu import STAGE
 from nodegate.stages.pcie_gpu.checks import CHECKS
 
 from tests.unit.test_pcie_gpu_checks import CORPUS, REPO, run, sim_outputs
+from tests.unit.test_pcie_gpu_profile import _write_variant
 
 PROFILES = REPO / "inventories" / "profiles"
 SXID_LOG = "dmesg__sxid-22013-nvswitch-nonfatal-link-60.txt"
@@ -23,6 +26,7 @@ SXID_WANT = "no NVSwitch SXid needing action in the last 24 h"
 DCGM_R2 = "dcgmi-diag-r2__a100-sxm4-80gb-8gpu-aws-p4de-dcgm3.3.3-driver535.104.12.txt"
 DCGM_R3 = "dcgmi-diag-r3__h100-8gpu-dcgm3.3.8-driver560.35.03-cuda-init-fail-no-fabricmanager.txt"
 NVML_MISMATCH = "nvidia-smi__nvml-driver-library-version-mismatch-nvml570.124-stdout.txt"
+IDLE_CARDS = "nvidia-smi-q__rtx4090-8gpu-server-driver535.154.05.txt"
 DCGM_WANT = "diag -r 1: every test Pass or Skip"
 DEPLOYMENT = (
     *("Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS Blocks"),
@@ -136,3 +140,56 @@ def test_nvml_failure_on_stdout_is_the_reason_and_asks_for_a_driver_reload(h100,
     (drv,) = [v for v in other if v.check == "gpu.driver"]
     assert drv.message == "`nvidia-smi -q` exited 1: (no output)"
     assert table.classify(drv).remediation_class == "retest"
+
+
+# A PCIe-card SKU (the capture's 8x RTX 4090, 2684): Gen4 x16 cards straight on the host.
+CARDS = {
+    "gpu": {"count": {"equal": 8, "unit": "GPUs"}, "pci_device_ids": ["10de:2684"]},
+    "pcie": {
+        "gen": {"min": 4, "unit": "gen"},
+        "width": {"min": 16, "unit": "lanes"},
+        "switch_ports": False,
+        "idle_pstate": {"min": 8, "unit": "pstate"},
+    },
+}
+
+
+def card_gen(h100: Profile, text: str, **pcie: Any) -> list[Pin]:
+    """pcie.gpu.gen of the capture's node; the simulated (HGX) lspci is left out."""
+    edit = {**CARDS, "pcie": {**CARDS["pcie"], **pcie}}
+    vs = run(h100, replace={"nvsmi": (0, text), "lspci": (1, "")}, prof_edit=edit)
+    return pins(vs, "pcie.gpu.gen")
+
+
+def test_idle_pcie_card_link_below_max_is_judged_by_max(h100):
+    text = (CORPUS / IDLE_CARDS).read_text()
+    names = [c for c, *_ in card_gen(h100, text)]
+    assert len(names) == 8
+    rule = "an idle GPU's link may run below Max (profile: idle from P8)"
+    msg = f"PCIe Max Gen4, Gen1 now (nvidia-smi 1) at idle P8: {rule}"
+    assert card_gen(h100, text) == [(n, "pass", 4, 4, msg) for n in names]
+    # Without idle_pstate (the SXM profiles) the current link is judged: the old reading.
+    reseat = [(n, "fail", 1, 4, "PCIe Gen1 (nvidia-smi 1), expected Gen4") for n in names]
+    assert card_gen(h100, text, idle_pstate=None) == reseat
+    # A busy GPU (P0) below Max is degraded; a Max below the profile fails on the Max.
+    pstate = "    Performance State                     : P"
+    busy = text.replace(f"{pstate}8\n", f"{pstate}0\n", 1)
+    assert card_gen(h100, busy)[0] == reseat[0]
+    assert card_gen(h100, busy)[1:] == card_gen(h100, text)[1:]
+    gen_max = "                Max                       : "
+    slow = text.replace(f"{gen_max}4\n", f"{gen_max}3\n", 1)
+    assert card_gen(h100, slow)[0] == (
+        names[0], "fail", 3, 4,
+        f"PCIe Max Gen3, Gen1 now (nvidia-smi 1) at idle P8: {rule}; Max judged, expected Gen4",
+    )  # fmt: skip
+
+
+def test_idle_pstate_is_an_optional_profile_threshold(tmp_path):
+    def idle(value: Any) -> Threshold | None:
+        return STAGE.profile_of(load_profile_file(_write_variant(tmp_path, value))).pcie_idle_pstate
+
+    assert idle({}) is None  # the shipped SXM profiles: current link judged
+    assert idle({"pcie.idle_pstate": None}) is None
+    assert idle({"pcie.idle_pstate": {"min": 8, "unit": "pstate"}}) == Threshold("min", 8, "pstate")
+    with pytest.raises(ConfigError, match=r"pcie_gpu.pcie.idle_pstate: .* not valid under"):
+        idle({"pcie.idle_pstate": {"max": 8}})
