@@ -244,7 +244,8 @@ def _idle_link(
     """pcie.gpu.gen of an idle GPU whose link runs below Max: its Max against the profile."""
     limit, idle = p.pcie_gen, p.pcie_idle_pstate
     ok, exp = limit.holds(top), f"Gen{limit.value}"
-    rule = f"an idle GPU's link may run below Max (profile: idle from P{idle and idle.value})"
+    since = f"P{idle.value}" if idle is not None else "?"
+    rule = f"an idle GPU's link may run below Max, Max judged (profile: idle from {since})"
     msg = f"PCIe Max Gen{top}, Gen{got} now ({where}) at idle P{g.performance_state}: {rule}"
     return judged(
         check,
@@ -253,7 +254,7 @@ def _idle_link(
         gpu_name(g),
         top,
         limit.value,
-        msg + ("" if ok else f"; Max judged, expected {exp}"),
+        msg + ("" if ok else f", expected {exp}"),
         unit=limit.unit,
         reference=limit,
         remediation=f"the link reaches at most Gen{top} instead of {exp}: " + RESEAT,
