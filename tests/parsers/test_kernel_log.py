@@ -83,6 +83,33 @@ def test_sxid_folds_severity_and_data_lines() -> None:
     assert len(sx.details) == 2 and sx.details[1].startswith("Data {0x0000003c")
 
 
+def interleaved_sxids() -> str:
+    """Two NVSwitches' SXid lines interleaved, built from the corpus lines (SXID): switch 3's
+    error (made Fatal) twice, the second 1 s later; switch 2's copy (renamed, non-fatal) logged
+    between the lines of the first."""
+    head, sev, data = corpus_text(SXID).splitlines()
+    fatal = [ln.replace("22013, Non-fatal", "22013, Fatal") for ln in (head, sev, data)]
+    other = [
+        ln.replace("nvswitch3", "nvswitch2").replace("0000:08:00.0", "0000:07:00.0")
+        for ln in (head, sev, data)
+    ]
+    later = [ln.replace("[  117.", "[  118.") for ln in fatal]
+    return "\n".join([fatal[0], other[0], fatal[1], other[1], fatal[2], other[2], *later]) + "\n"
+
+
+def test_sxid_follow_up_lines_of_interleaved_switches_join_their_own_head() -> None:
+    sxids = parse_kernel_log(interleaved_sxids()).sxids
+    got = [(sx.bdf, sx.fatal, sx.link, [d.split()[0] for d in sx.details]) for sx in sxids]
+    assert got == [
+        ("0000:08:00.0", True, 60, ["Severity", "Data"]),
+        ("0000:07:00.0", False, 60, ["Severity", "Data"]),
+        ("0000:08:00.0", True, 60, ["Severity", "Data"]),
+    ]
+    # A follow-up whose head is not in the window stays an event of unknown severity.
+    (orphan,) = parse_kernel_log(corpus_text(SXID).splitlines()[1]).sxids
+    assert (orphan.fatal, orphan.details) == (None, ())
+
+
 def test_xid119_ctime_stamps_and_processes() -> None:
     ev = parse_kernel_log(corpus_text(XID119))
     assert [x.xid for x in ev.xids] == [119] * 5

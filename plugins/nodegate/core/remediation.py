@@ -5,6 +5,7 @@ names (a stage names a class; admission maps checks to classes through the profi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 # Mildest first; the order is also the summary's order.
 CLASSES: tuple[str, ...] = (
@@ -25,3 +26,35 @@ XID_ACTION_CLASS: Mapping[str, str] = {
     "reboot": "reboot",
     "drain_rma": "rma",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFailure:
+    """A tool failure the node's own state explains, known by what the tool printed."""
+
+    text: str  # as the tool prints it, found in the command's failure reason
+    remediation_class: str
+    remediation: str
+
+
+NVIDIA_DRIVER_FIX = (
+    "the NVIDIA kernel module cannot serve the installed NVIDIA libraries (driver updated or "
+    "removed without a reload): reload the NVIDIA driver or reboot the node, then requalify"
+)
+# nvidia-smi prints these on stdout and exits 18 (NVML_ERROR_LIB_RM_VERSION_MISMATCH) or 9
+# (NVML_ERROR_DRIVER_NOT_LOADED); whatever the check, nothing GPU-side can be read until then.
+TOOL_FAILURES: tuple[ToolFailure, ...] = (
+    ToolFailure(
+        "Failed to initialize NVML: Driver/library version mismatch", "reboot", NVIDIA_DRIVER_FIX
+    ),
+    ToolFailure(
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+        "reboot",
+        NVIDIA_DRIVER_FIX,
+    ),
+)
+
+
+def tool_failure(reason: str) -> ToolFailure | None:
+    """The known tool failure a command's failure reason shows, if any."""
+    return next((t for t in TOOL_FAILURES if t.text in reason), None)

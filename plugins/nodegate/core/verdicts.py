@@ -1,7 +1,7 @@
 """One verdict builder for every stage: PASS/FAIL from a boolean or a threshold, ERROR when a
-fact could not be read. The remediation rides only on failures; a verdict judged against a
-threshold carries it as data (`reference`). Each builder takes the Check it judges for, never
-its id as text.
+fact could not be read. The remediation rides only on failures, and on an ERROR whose cause is
+known; a verdict judged against a threshold carries it as data (`reference`). Each builder
+takes the Check it judges for, never its id as text.
 """
 
 from __future__ import annotations
@@ -83,9 +83,13 @@ def error(
     expected: Any = None,
     unit: str | None = None,
     evidence: tuple[str, ...] = (),
+    remediation: str | None = None,
+    remediation_class: str | None = None,
 ) -> Verdict:
-    """Could not judge (tool failed, output not understood): never a pass."""
+    """Could not judge (tool failed, output not understood): never a pass. `remediation` and
+    `remediation_class` only where the failure's cause is known (`core.remediation.tool_failure`:
+    nvidia-smi cannot reach the driver); otherwise the class is `retest`."""
     return Verdict(
         check.id, node, Status.ERROR, component, None, expected, unit=unit, message=message,
-        evidence=evidence,
+        remediation=remediation, evidence=evidence, remediation_class=remediation_class,
     )  # fmt: skip

@@ -233,10 +233,10 @@ class OutcomeReader:
             self.errors[cmd_id] = f"output of `{r.cmd}` not usable: {r.truncated}"
             return None
         if r.rc in absent_rcs:
-            self.errors[cmd_id] = f"absent: `{r.cmd}` exited {r.rc}: {_first_line(r.stderr)}"
+            self.errors[cmd_id] = f"absent: `{r.cmd}` exited {r.rc}: {_first_line(r)}"
             return None
         if r.rc != 0:
-            self.errors[cmd_id] = f"`{r.cmd}` exited {r.rc}: {_first_line(r.stderr)}"
+            self.errors[cmd_id] = f"`{r.cmd}` exited {r.rc}: {_first_line(r)}"
             return None
         try:
             return parser(r.stdout)
@@ -251,11 +251,13 @@ class OutcomeReader:
         return self.errors.get(cmd_id, "").startswith("absent:")
 
 
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
+def _first_line(r: CommandResult) -> str:
+    """What a failed command said: stderr's first line, else stdout's (nvidia-smi prints
+    "Failed to initialize NVML: ..." on stdout)."""
+    for line in (*r.stderr.splitlines(), *r.stdout.splitlines()):
         if line.strip():
             return line.strip()[:200]
-    return "(no stderr)"
+    return "(no output)"
 
 
 # What the operator does about a node whose session never ran, by how it failed.

@@ -23,6 +23,7 @@ UNAVAILABLE = frozenset(
 _BUS_ID = re.compile(
     r"^(?P<dom>[0-9A-Fa-f]{4,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})\.(?P<fn>[0-7])$"
 )
+_PSTATE = re.compile(r"^P(\d{1,2})$")
 _INT = re.compile(r"^(-?\d+)\s*(?:x|%|C|us|MiB|bank\(s\))?$")
 _WATTS = re.compile(r"^(-?\d+(?:\.\d+)?)\s*W$")
 
@@ -206,6 +207,8 @@ class NvsmiGpu:
     mig_mode: ModeState | None
     mig_devices: tuple[MigDevice, ...] | None
     memory_total_mib: int | None
+    # `Performance State : P8` -> 8: P0 is full speed, higher numbers lower power (P8: idle).
+    performance_state: int | None
     pcie: PcieLink | None
     clock_event_reasons: ClockEventReasons | None
     ecc: EccReport | None
@@ -233,6 +236,13 @@ def int_value(raw: str | None) -> int | None:
     if value is None:
         return None
     match = _INT.match(value)
+    return int(match.group(1)) if match else None
+
+
+def pstate_value(raw: str | None) -> int | None:
+    """A performance state such as `P8`."""
+    value = text_value(raw)
+    match = _PSTATE.match(value) if value is not None else None
     return int(match.group(1)) if match else None
 
 

@@ -11,6 +11,7 @@ NVIDIA driver load banner.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -91,6 +92,11 @@ class SxidEvent:
     link: int | None
     message: str
     details: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """(switch address, code): what a follow-up line names of its head line."""
+        return self.bdf, self.sxid
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,15 +217,14 @@ def _sxid(no: int, ts: LogTimestamp | None, msg: str, out: list[SxidEvent]) -> N
     if m is None:
         raise ParseError(TOOL, f"line {no}: malformed SXid line (cut?): {msg[:100]!r}")
     code, bdf, rest = int(m["code"]), _bdf(m["bdf"], no, "SXid"), m["rest"].strip()
-    prev = out[-1] if out else None
-    if prev and prev.sxid == code and prev.bdf == bdf and not _SXID_HEAD.match(rest):
-        # The driver logs one SXid as a head line then `Severity ...` and `Data {...}` lines
-        # (corpus: dmesg__sxid-22013...); keep them with the head, not as new errors.
-        out[-1] = SxidEvent(
-            prev.line_no, prev.timestamp, prev.sxid, prev.bdf, prev.bdf_raw,
-            prev.switch_device, prev.fatal, prev.link, prev.message, (*prev.details, rest),
-        )  # fmt: skip
-        return
+    # The driver logs one SXid as a head line then `Severity ...` and `Data {...}` lines
+    # (corpus: dmesg__sxid-22013...); keep them with the head, not as new errors. Lines of
+    # several switches interleave: a follow-up belongs to the latest SXid of its switch and code.
+    if not _SXID_HEAD.match(rest):
+        at = next((i for i in reversed(range(len(out))) if out[i].key == (bdf, code)), None)
+        if at is not None:
+            out[at] = dataclasses.replace(out[at], details=(*out[at].details, rest))
+            return
     hm = _SXID_HEAD.match(rest)
     out.append(
         SxidEvent(

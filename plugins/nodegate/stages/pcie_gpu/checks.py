@@ -41,7 +41,8 @@ CHECKS: CheckTable[PcieGpuFacts, PcieGpuProfile] = CheckTable(
         ),
         Check(
             "pcie.gpu.gen",
-            "every GPU's PCIe link runs at the profile's PCIe generation.",
+            "every GPU's PCIe link runs at the profile's PCIe generation; where the profile "
+            "sets idle_pstate, an idle GPU whose link runs below Max is judged by its Max.",
             links.check_link_gen,
             "GPU",
             "test_pcie_gpu_gen",

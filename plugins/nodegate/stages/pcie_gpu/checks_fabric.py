@@ -198,7 +198,9 @@ def check_dcgm(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verd
     allowed = {DiagResult.PASS, DiagResult.SKIP} | (
         {DiagResult.WARN} if p.dcgm.allow_warn else set()
     )
-    per, bad = _dcgm_results(f.dcgm, allowed)
+    # DCGM numbers the GPUs of its run 0..n-1, one per device id it detected.
+    run_gpus = tuple(range(len(f.dcgm.gpu_device_ids) or len(f.gpus)))
+    per, bad = _dcgm_results(f.dcgm, allowed, run_gpus)
     # DCGM numbers GPUs in NVML order, which is nvidia-smi's order.
     names = {i: gpu_name(g) for i, g in enumerate(f.gpus)}
     out = [
@@ -227,22 +229,26 @@ def check_dcgm(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verd
 
 
 def _dcgm_results(
-    diag: DcgmDiag, allowed: set[DiagResult]
+    diag: DcgmDiag, allowed: set[DiagResult], run_gpus: tuple[int, ...]
 ) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
-    """(every result per DCGM GPU id, the failing ones); id -1: a test without entities."""
+    """(every result per DCGM GPU id, the failing ones); id -1: a test without entities when
+    the run's GPUs are not known."""
     per: dict[int, list[str]] = {}
     bad: dict[int, list[str]] = {}
     for t in diag.tests:
         gpu_failed = False
-        for e in t.entities:
-            if e.entity_group != "GPU":
-                continue
-            per.setdefault(e.entity_id, []).append(f"{t.name} {e.result.value}")
-            if e.result not in allowed:
+        rows = [(e.entity_id, e.result) for e in t.entities if e.entity_group == "GPU"]
+        if not t.entities:
+            # DCGM 3.x tables print one result for the whole run, `Pass - All` or a bare
+            # `Pass` (corpus: dcgmi-diag-r1__v100..., -r2__a100...): every GPU's result.
+            rows = [(gid, t.result) for gid in run_gpus]
+        for gid, res in rows:
+            per.setdefault(gid, []).append(f"{t.name} {res.value}")
+            if res not in allowed:
                 gpu_failed = True
-                msgs = [w.text for w in t.warnings if w.entity_id in (e.entity_id, None)]
-                bad.setdefault(e.entity_id, []).append(
-                    f"{t.name} {e.result.value}" + (f": {msgs[0]}" if msgs else "")
+                msgs = [w.text for w in t.warnings if w.entity_id in (gid, None)]
+                bad.setdefault(gid, []).append(
+                    f"{t.name} {res.value}" + (f": {msgs[0]}" if msgs else "")
                 )
         # DCGM 4.x can fail a test while every GPU row says Pass (an error inside the test:
         # "There was an internal error during the test", NVIDIA/DCGM#254): the test's own

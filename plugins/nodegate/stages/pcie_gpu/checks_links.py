@@ -204,6 +204,10 @@ def check_link(
                 )
             )
             continue
+        idle_max = _idle_max(g, p, got) if what == "gen" else None
+        if idle_max is not None:
+            out.append(_idle_link(check, f, g, p, got, idle_max, where))
+            continue
         ok = limit.holds(got)  # today's semantics: a link trained above the profile passes
         label = f"Gen{got}" if what == "gen" else f"x{got}"
         exp = f"Gen{want}" if what == "gen" else f"x{want}"
@@ -223,6 +227,39 @@ def check_link(
             )
         )
     return out
+
+
+def _idle_max(g: NvsmiGpu, p: PcieGpuProfile, got: int) -> int | None:
+    """nvidia-smi's Max generation when GPU `g` is idle (profile `idle_pstate`) with its link
+    below Max: link power saving, not a degraded link. None: judge the current link."""
+    idle, link, pstate = p.pcie_idle_pstate, g.pcie, g.performance_state
+    if idle is None or link is None or link.gen_max is None or pstate is None:
+        return None
+    return link.gen_max if idle.holds(pstate) and got < link.gen_max else None
+
+
+def _idle_link(
+    check: AnyCheck, f: PcieGpuFacts, g: NvsmiGpu, p: PcieGpuProfile, got: int, top: int, where: str
+) -> Verdict:
+    """pcie.gpu.gen of an idle GPU whose link runs below Max: its Max against the profile."""
+    limit, idle = p.pcie_gen, p.pcie_idle_pstate
+    ok, exp = limit.holds(top), f"Gen{limit.value}"
+    since = f"P{idle.value}" if idle is not None else "?"
+    rule = f"an idle GPU's link may run below Max, Max judged (profile: idle from {since})"
+    msg = f"PCIe Max Gen{top}, Gen{got} now ({where}) at idle P{g.performance_state}: {rule}"
+    return judged(
+        check,
+        f.node,
+        ok,
+        gpu_name(g),
+        top,
+        limit.value,
+        msg + ("" if ok else f", expected {exp}"),
+        unit=limit.unit,
+        reference=limit,
+        remediation=f"the link reaches at most Gen{top} instead of {exp}: " + RESEAT,
+        evidence=f.evidence(NVSMI, LSPCI),
+    )
 
 
 def check_link_gen(check: AnyCheck, f: PcieGpuFacts, p: PcieGpuProfile) -> list[Verdict]:

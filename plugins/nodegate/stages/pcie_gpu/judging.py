@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from nodegate.core.checks import AnyCheck
+from nodegate.core.remediation import tool_failure
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error
 from nodegate.parsers.gpu_facts import NvsmiGpu
@@ -23,8 +24,19 @@ def gpu_name(g: NvsmiGpu) -> str:
 
 
 def cmd_error(f: PcieGpuFacts, check: AnyCheck, component: str, expected: Any, cmd: str) -> Verdict:
-    """Could not judge: the command's failure, never a pass."""
-    return error(check, f.node, component, f.why(cmd), expected=expected, evidence=f.evidence(cmd))
+    """Could not judge: the command's failure, never a pass; a known cause names its fix."""
+    why = f.why(cmd)
+    known = tool_failure(why)
+    return error(
+        check,
+        f.node,
+        component,
+        why,
+        expected=expected,
+        evidence=f.evidence(cmd),
+        remediation=known.remediation if known else None,
+        remediation_class=known.remediation_class if known else None,
+    )
 
 
 def per_gpu(

@@ -118,6 +118,8 @@ class PcieGpuProfile:
     pcie_gen: Threshold
     pcie_width: Threshold
     switch_ports: bool  # judge the bridges above each GPU (a VM hides them)
+    # From this performance state on a GPU is idle: its link may run below Max (PCIe cards).
+    pcie_idle_pstate: Threshold | None
     ecc_enabled: bool
     ecc_volatile_uncorrectable: Threshold
     row_remap_required: bool
@@ -150,6 +152,9 @@ class PcieGpuProfile:
             pcie_gen=th("pcie", "gen"),
             pcie_width=th("pcie", "width"),
             switch_ports=bool(sec["pcie"]["switch_ports"]),
+            pcie_idle_pstate=None
+            if sec["pcie"].get("idle_pstate") is None
+            else th("pcie", "idle_pstate"),
             ecc_enabled=bool(sec["ecc"]["enabled"]),
             ecc_volatile_uncorrectable=th("ecc", "volatile_uncorrectable"),
             row_remap_required=bool(sec["row_remap"]["required"]),
