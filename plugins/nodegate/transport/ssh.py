@@ -22,7 +22,13 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.settings import DEFAULT_FANOUT
 from nodegate.core.values import Part, Reach
 from nodegate.inventory import Node
-from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
+from nodegate.transport.base import (
+    Session,
+    Transport,
+    read_until,
+    session_limit_reason,
+    shell_end,
+)
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.hostkeys import known_hosts_line, lookup
 from nodegate.transport.process import (
@@ -256,7 +262,12 @@ class SSHTransport(Transport):
         if t1 or t2:
             why = f"session exceeded its {script.deadline_s:g} s deadline"
             return Session(Reach.TIMEOUT, out, err, why, opened)
-        return Session(Reach.OK, out, err, "", opened)
+        # Both streams ended: the exit status (or signal) comes with the channel's close.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(proc.wait_closed(), max(deadline - time.monotonic(), 1.0))
+        sig = proc.exit_signal
+        ended = shell_end(None if sig else proc.exit_status, sig[0] if sig else None)
+        return Session(Reach.OK, out, err, "", opened, ended)
 
     def address(self, node: str) -> str:
         return self.targets[node].hostname
