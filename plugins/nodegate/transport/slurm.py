@@ -300,7 +300,7 @@ class SlurmTransport(Transport):
         if how is None:
             return None
         m = re.fullmatch(r"Exited with exit code (\d+)", how)
-        return f"exited {m.group(1)}" if m else f"killed ({how})"
+        return f"exited {m.group(1)}" if m else f"killed by a signal ({how})"
 
     # -- active stages --------------------------------------------------------------------
     def address(self, node: str) -> str:

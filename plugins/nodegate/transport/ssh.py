@@ -251,9 +251,13 @@ class SSHTransport(Transport):
         proc.stdin.write(script.text.encode())
         proc.stdin.write_eof()
         limit = script.max_session_bytes
-        (out, t1), (err, t2) = await asyncio.gather(
-            read_until(proc.stdout, deadline, limit), read_until(proc.stderr, deadline, limit)
-        )
+        try:
+            (out, t1), (err, t2) = await asyncio.gather(
+                read_until(proc.stdout, deadline, limit), read_until(proc.stderr, deadline, limit)
+            )
+        except asyncssh.Error as exc:  # the connection went mid-session: no exit status
+            why = self.lost.get(node) or f"{type(exc).__name__}: {exc}"
+            return Session(Reach.ERROR, detail=f"session integrity: {why}", connects=opened)
         if t1 or t2:
             proc.close()  # closing the channel hangs up the remote session
         too_much = session_limit_reason(limit, max(len(out), len(err)))

@@ -81,9 +81,14 @@ def hijacker(node: SimNode) -> str:
             f'[ -n "$n" ] || n=$(python3 -c {shlex.quote(_MEMORY)} "$sh" 2>/dev/null)',
             'echo "nodegate-sim hijack: shell [$(cat "/proc/$sh/comm")], nonce [${#n} digits]"',
             '[ -n "$n" ] || exit 1',
+            # The session's stdout: the shell's fd 1, or (while bash runs a function with its
+            # output redirected, the simulator's in-shell `timeout`) the copy bash keeps of it.
+            "out=1; for f in 1 10 11 12 13 14 15; do",
+            '  case $(readlink "/proc/$sh/fd/$f") in pipe:*|socket:*) out=$f; break ;; esac',
+            "done",
             "{",
             *("  " + f for f in frames),
-            '} >"/proc/$sh/fd/1"',
+            '} >"/proc/$sh/fd/$out"',
             ENDS[how],
         ]
     )
