@@ -20,8 +20,8 @@ What a node prints cannot forge a result:
   command of it (docs/threat-model.md).
 
 Nothing is forked per command beyond `timeout` and the command: the files are read back with
-bash's no-fork `$(<file)`, and one `rm` clears them at the end. On a simulated fleet of 1,024
-nodes every extra process is ~1-2 ms of the shared 2 cores.
+bash's no-fork `$(<file)`; one `mktemp` makes their directory, one `rm` clears it at the end.
+On a simulated fleet of 1,024 nodes every extra process is ~1-2 ms of the shared 2 cores.
 
 Quoting happens here and nowhere else: a command is its parts (`CommandSpec.argv`, a spawn's
 command), each argument quoted once by `command_line`, which is also the text results and
