@@ -59,6 +59,7 @@ FAULTS: dict[str, list[Any]] = {
     "gpu046": [{"flood": "uname"}],
     "gpu047": [{"forge": "cat"}],
     "gpu048": [{"drop_after": "0"}],
+    "gpu049": [{"hijack": "cat"}, {"hijack_end": "more"}],
 }
 # Erase the line above and paint a fake verdict, set the title, write the clipboard (OSC 52).
 HOSTILE = "Rocky 9\x1b[1A\x1b[2Kgpu031 admitted\x1b]0;owned\x07\x1b]52;c;cm0gLXJmIH4=\x07"
@@ -99,7 +100,7 @@ def test_every_fail_reason_shows_observed_and_expected(sim_fleet: Any) -> None:
     nccl = {k for k in known_faults() if k.startswith("nccl_")}
     assert kinds == set(known_faults()) - ROCE_FAULTS - {"slurmd_down"} - nccl
     # Every reason line (#14 folds them to one screen by default: --summary-lines).
-    run = sim_fleet(base_model(48, faults=FAULTS, overrides=OVERRIDES)).run(
+    run = sim_fleet(base_model(49, faults=FAULTS, overrides=OVERRIDES)).run(
         "--summary-lines=0", timeout=600
     )
     assert run.rc == 1, run.stdout[-3000:]

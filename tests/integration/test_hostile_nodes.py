@@ -59,3 +59,38 @@ def test_a_node_printing_300_mb_is_cut_on_the_node_and_judged_error(sim_fleet, t
     assert raw["truncated"] == f"stdout cut at {CAP} bytes"
     assert "characters omitted" in raw["stdout"]
     assert run.passed() == ["gpu001", "gpu002"]  # -m reach: not qualified (#13)
+
+
+# issue 26: a tool that takes over its shell's stdout (/proc/<pid>/fd/1), writes a healthy
+# node's frames and DONE, then ends the session (hijack_end) on a node with the wrong kernel,
+# no driver and no OFED: the node is an ERROR, never admitted, whichever way the session ends.
+HIJACKED = {
+    "gpu002": [{"hijack": "cat"}],
+    "gpu003": [{"hijack": "cat"}, {"hijack_end": "more"}],
+    "gpu004": [{"hijack": "cat"}, {"hijack_end": "term"}],
+    "gpu005": [{"hijack": "cat"}, {"hijack_end": "drop"}],
+}
+BROKEN = {"kernel": "4.18.0-wrong", "nvidia_driver": None, "ofed": None}
+
+
+def test_a_tool_that_hijacks_its_session_gets_its_node_an_error(sim_fleet, transport):
+    model = base_model(5, faults=HIJACKED, overrides=dict.fromkeys(HIJACKED, BROKEN))
+    run = sim_fleet(model, transport=transport).run("-m", "reach")
+    assert run.rc == 1, run.stdout
+    assert run.passed() == ["gpu001"]
+    assert sorted(run.rejected()) == sorted(HIJACKED)
+    details = {}
+    for node in HIJACKED:
+        reasons = _reasons(run, node)
+        assert {s for _, s in reasons} == {"fail", "error"}, reasons
+        (details[node],) = {m for (c, s), m in reasons.items() if c == "reach.ssh"}
+        assert details[node].startswith("error: session integrity: "), details[node]
+    after = "after its last frame"
+    if transport == "ssh":
+        assert details["gpu002"] == f"error: session integrity: shell killed by SIGKILL {after}"
+        assert details["gpu004"] == f"error: session integrity: shell killed by SIGTERM {after}"
+        # its sshd session process killed: the connection went, with no exit status
+        assert details["gpu005"].startswith("error: session integrity: "), details["gpu005"]
+    else:  # srun: the task's exit status, as srun reports it per task
+        assert details["gpu002"] == f"error: session integrity: shell exited 137 {after}"
+    assert details["gpu003"].startswith("error: session integrity: bytes after DONE at offset ")

@@ -40,6 +40,15 @@ TRANSPORT_FAULTS = {
         "tool ARG tries to forge the session: reads its shell's stdin for the stage script's "
         "nonce and prints frames claiming a healthy node"
     ),
+    "hijack": (
+        "tool ARG (as `cat /etc/os-release`) takes over its session: learns the nonce, writes a "
+        "healthy node's reach frames and DONE into its shell's stdout (/proc/<pid>/fd/1), then "
+        "kills the shell (SIGKILL)"
+    ),
+    "hijack_end": (
+        "how `hijack` ends the session instead: term (SIGTERM), more (the shell goes on, its "
+        "frames after the forged DONE), drop (the shell's parent killed: no exit status)"
+    ),
 }
 # A simulated fleet's own run settings, unless its model says otherwise: its ib_write_bw sides,
 # sshd sessions and shells all run on this machine's cores, so 64 at once (32 ib_pairs tests)
@@ -47,7 +56,7 @@ TRANSPORT_FAULTS = {
 SIM_SETTINGS: Mapping[str, Any] = {"max_active": 64}
 # Faults on a named tool; all of them work on the tools rendered as stubs, only `missing` on
 # the tools that run as real processes (ib_write_bw, numactl).
-TOOL_FAULTS = ("missing", "hang", "garbage", "flood", "forge")
+TOOL_FAULTS = ("missing", "hang", "garbage", "flood", "forge", "hijack")
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,16 +16,41 @@ from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.process import RemoteProcess, SpawnError
 from nodegate.transport.script import DEFAULT_MAX_BYTES, StageScript, build_script, parse_frames
 
+# `Session.ended` of a transport that does not say how the shell ended: never a clean end.
+NOT_REPORTED = "ended without the transport reporting how"
+
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    """What one node session returned: how far it got, its two streams, connections opened."""
+    """What one node session returned: how far it got, its two streams, connections opened,
+    and how its shell ended: `ended` None when it exited 0, else what it did ("killed by
+    SIGKILL", "exited 3", "closed without an exit status"; `shell_end` words these)."""
 
     reach: Reach
     stdout: bytes = b""
     stderr: bytes = b""
     detail: str = ""
     connects: int = 0
+    ended: str | None = NOT_REPORTED
+
+
+def shell_end(status: int | None, signal_name: str | None = None) -> str | None:
+    """How a shell ended, from its exit status (negative: the signal, as asyncio gives it) or
+    the name of the signal that ended it; None when it exited 0.
+
+    >>> shell_end(0), shell_end(3), shell_end(-9), shell_end(None, "TERM"), shell_end(None)
+    (None, 'exited 3', 'killed by SIGKILL', 'killed by SIGTERM', 'closed without an exit status')
+    """
+    if signal_name:
+        return f"killed by SIG{signal_name.removeprefix('SIG')}"
+    if status is None:
+        return "closed without an exit status"
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return None if status == 0 else f"exited {status}"
 
 
 class _Readable(Protocol):
@@ -109,12 +135,21 @@ class Transport(abc.ABC):
         results = frames.results
         if frames.problem is not None:
             reach = Reach.ERROR if reach is Reach.OK else reach
-            detail = "; ".join(x for x in (detail, frames.problem) if x)
-        elif reach is Reach.OK and not frames.done:
-            shell = s.stderr.decode("utf-8", "replace").strip().splitlines()
-            detail = detail or "session ended before every command reported" + (
-                f" ({shell[-1][:200]})" if shell else ""
-            )
+            detail = "; ".join(x for x in (detail, "session integrity: " + frames.problem) if x)
+        elif reach is Reach.OK and (not frames.done or s.ended is not None):
+            # Any command could have written any frame into the shell's stdout (/proc/<pid>/
+            # fd): only a shell that wrote DONE and then exited 0 vouches for its frames.
+            reach = Reach.ERROR
+            if frames.done:
+                why = f"shell {s.ended} after its last frame"
+            else:
+                shell = s.stderr.decode("utf-8", "replace").strip().splitlines()
+                why = (
+                    "session ended before every command reported"
+                    + (f" (shell {s.ended})" if s.ended is not None else "")
+                    + (f" ({shell[-1][:200]})" if shell else "")
+                )
+            detail = "; ".join(x for x in (detail, "session integrity: " + why) if x)
         outcome = NodeOutcome(
             node=node,
             reach=reach,

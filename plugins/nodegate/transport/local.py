@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.core.values import CommandResult, CommandSpec, NodeOutcome, Part, Reach
-from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
+from nodegate.transport.base import (
+    Session,
+    Transport,
+    read_until,
+    session_limit_reason,
+    shell_end,
+)
 from nodegate.transport.evidence import EvidenceWriter, capture_reach, read_capture
 from nodegate.transport.process import RemoteProcess, kill_script, wrap
 from nodegate.transport.replay_process import CapturedProcesses
@@ -56,7 +62,7 @@ class LocalTransport(Transport):
             return Session(
                 Reach.TIMEOUT, out, err, f"session exceeded its {script.deadline_s:g} s deadline"
             )
-        return Session(Reach.OK, out, err)
+        return Session(Reach.OK, out, err, ended=shell_end(proc.returncode))
 
     async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
         cmd = command_line(command)

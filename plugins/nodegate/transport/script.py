@@ -11,10 +11,17 @@ What a node prints cannot forge a result:
   controller reads frames by length, so a command's bytes are never taken for a frame.
 - Output is bounded on the node: `ulimit -f` caps each file (`max_bytes`); a command cut there
   is marked truncated (and judged ERROR), and the controller caps what it reads per session.
+- The files live in a fresh directory (`mktemp -d`, mode 0700) whose random name says nothing
+  of the nonce, and the shell closes every descriptor it inherited beyond 0-2 first.
+- A command can still reach the shell's stdout through /proc/<pid>/fd (and the node's root can
+  read the nonce out of the shell's memory), so frames are not the session's proof: they must
+  come in the script's order, nothing may follow DONE, and the shell must then exit 0 (each
+  transport reports how it ended: `Session.ended`). Otherwise the session is an ERROR, every
+  command of it (docs/threat-model.md).
 
 Nothing is forked per command beyond `timeout` and the command: the files are read back with
-bash's no-fork `$(<file)`, and one `rm` clears them at the end. On a simulated fleet of 1,024
-nodes every extra process is ~1-2 ms of the shared 2 cores.
+bash's no-fork `$(<file)`; one `mktemp` makes their directory, one `rm` clears it at the end.
+On a simulated fleet of 1,024 nodes every extra process is ~1-2 ms of the shared 2 cores.
 
 Quoting happens here and nowhere else: a command is its parts (`CommandSpec.argv`, a spawn's
 command), each argument quoted once by `command_line`, which is also the text results and
@@ -54,13 +61,20 @@ LAUNCHER = "exec bash --noprofile --norc -c " + shlex.quote(
 # o/e the sentinel could not be appended (the file is at its cap), O/E NUL bytes were dropped.
 _FRAME_FN = r"""_nf_f() {
   local o e fl=
-  printf x >>"$_nf_p.$1.o" 2>/dev/null || fl+=o
-  printf x >>"$_nf_p.$1.e" 2>/dev/null || fl+=e
-  { o=$(<"$_nf_p.$1.o"); } 2>|"$_nf_p.w"; [ -s "$_nf_p.w" ] && fl+=O
-  { e=$(<"$_nf_p.$1.e"); } 2>|"$_nf_p.w"; [ -s "$_nf_p.w" ] && fl+=E
+  printf x >>"$_nf_p/$1.o" 2>/dev/null || fl+=o
+  printf x >>"$_nf_p/$1.e" 2>/dev/null || fl+=e
+  { o=$(<"$_nf_p/$1.o"); } 2>|"$_nf_p/w"; [ -s "$_nf_p/w" ] && fl+=O
+  { e=$(<"$_nf_p/$1.e"); } 2>|"$_nf_p/w"; [ -s "$_nf_p/w" ] && fl+=E
   printf '@@%s F %s %s %s %s %d %d %s\n%s%s' "$_nf_n" "$1" "$2" "$3" "$4" "${#o}" "${#e}" \
     "${fl:--}" "$o" "$e"
 }"""
+# Close what the shell inherited beyond stdin, stdout and stderr (no fork: a glob of its own
+# descriptors), so that no command inherits a descriptor of the session's.
+# (No redirection on the loop: bash would keep a copy of stderr among the descriptors it closes.)
+_CLOSE_FDS = (
+    'for _nf_d in /proc/$$/fd/*; do _nf_d=${_nf_d##*/}; [ "$_nf_d" -gt 2 ] 2>/dev/null &&'
+    ' eval "exec $_nf_d>&-"; done'
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +160,12 @@ def build_script(
         "trap '' XFSZ",  # a capped write fails (EFBIG) instead of killing the writer
         f"ulimit -f {blocks} 2>/dev/null",
         f"_nf_n={n}",
+        _CLOSE_FDS,
         '_nf_t=/dev/shm; { [ -d "$_nf_t" ] && [ -w "$_nf_t" ]; } || _nf_t=${TMPDIR:-/tmp}',
-        # $$: tasks of one srun step share the nonce, and may share a machine (a simulated
-        # fleet, or a node running two steps): each session gets its own files.
-        '_nf_p="$_nf_t/.nodegate-$_nf_n-$$"',
-        """trap 'rm -f -- "$_nf_p".*' EXIT""",
+        # A fresh private directory per session (tasks of one srun step share the nonce and
+        # may share a machine); its random name is not derived from the nonce.
+        '_nf_p=$(mktemp -d "$_nf_t/.nodegate.XXXXXXXXXX") || exit 70',
+        """trap 'rm -rf -- "$_nf_p"' EXIT""",
         _FRAME_FN,
     ]
     for spec in specs:
@@ -160,10 +175,10 @@ def build_script(
         run = _invocation_of(command_line(spec.argv), spec.timeout_s)
         lines += [
             f'_nf_0={now}; printf \'@@%s B %s %s\\n\' "$_nf_n" {spec.id} "$_nf_0"',
-            f'{run} </dev/null >"$_nf_p.{spec.id}.o" 2>"$_nf_p.{spec.id}.e"; _nf_rc=$?',
+            f'{run} </dev/null >"$_nf_p/{spec.id}.o" 2>"$_nf_p/{spec.id}.e"; _nf_rc=$?',
             f'_nf_f {spec.id} "$_nf_rc" "$_nf_0" {now}',
         ]
-    lines.append("printf '@@%s DONE\\n' \"$_nf_n\"")
+    lines += ["printf '@@%s DONE\\n' \"$_nf_n\"", "exit 0"]
     text = "\n".join(lines) + "\n"
     return StageScript(nonce=n, text=text, specs=tuple(specs), max_bytes=max_bytes)
 
@@ -208,40 +223,61 @@ def _stream(raw: bytes, appended: bool) -> tuple[str, bool]:
 def parse_frames(script: StageScript, stdout: bytes) -> Frames:
     """Split a session's output into per-command results.
 
-    A command that started but whose frame never came (the session was cut off) comes back
-    with rc None, timed out; commands that never started are absent.
+    The honest script writes, per command in order, a B marker then its F frame, then DONE
+    and nothing after it; any other sequence (a frame out of order or twice, DONE early,
+    bytes after DONE) is a `problem`. A command that started but whose frame never came
+    (the session was cut off) comes back with rc None, timed out; commands that never
+    started are absent.
     """
     marker = f"@@{script.nonce} ".encode()
-    by_id = {s.id: s for s in script.specs}
+    specs = script.specs
     results: dict[str, CommandResult] = {}
-    pos, done, problem = 0, False, None
-    while pos < len(stdout):
+    pos, done, problem, due = 0, False, None, 0  # due: index of the command whose frame is next
+    while pos < len(stdout) and problem is None:
         head = _header(stdout, pos, marker)
-        kind = head[0][0] if head else ""
-        if head is not None and kind == "DONE":
-            done, pos = True, head[1]
+        fields = head[0] if head else []
+        kind, cid = fields[0] if fields else "", fields[1] if len(fields) > 1 else ""
+        nxt = specs[due].id if due < len(specs) else None
+        if head is not None and kind == "DONE" and len(fields) == 1:
+            if nxt is not None:
+                problem = f"DONE at offset {pos} before the frame of {nxt}"
+            elif head[1] < len(stdout):
+                problem = (
+                    f"bytes after DONE at offset {head[1]}: {stdout[head[1] : head[1] + 40]!r}"
+                )
+            done, pos = problem is None, head[1]
             continue
-        if head is not None and kind == "B" and len(head[0]) == 3 and head[0][1] in by_id:
-            cid = head[0][1]
-            cmd = command_line(by_id[cid].argv)
-            results[cid] = CommandResult(cid, cmd, None, "", "", None, timed_out=True)
+        if (
+            head is not None
+            and kind in ("B", "F")
+            and cid != nxt
+            and any(cid == s.id for s in specs)
+        ):
+            problem = f"frame of {cid} out of order at offset {pos} (next due: {nxt or 'DONE'})"
+            break
+        if head is not None and kind == "B" and len(fields) == 3 and cid == nxt:
+            if cid in results:
+                problem = f"frame of {cid} out of order at offset {pos} (started twice)"
+                break
+            results[cid] = CommandResult(
+                cid, command_line(specs[due].argv), None, "", "", None, timed_out=True
+            )
             pos = head[1]
             continue
-        if head is not None and kind == "F" and len(head[0]) == 8 and head[0][1] in by_id:
-            _, cid, rc, t0, t1, n_out, n_err, flags = head[0]
+        if head is not None and kind == "F" and len(fields) == 8 and cid == nxt:
+            _, _, rc, t0, t1, n_out, n_err, flags = fields
             if n_out.isdigit() and n_err.isdigit() and rc.lstrip("-").isdigit():
                 start, mid = head[1], head[1] + int(n_out)
                 stop = mid + int(n_err)
                 if stop <= len(stdout):
                     out, err = stdout[start:mid], stdout[mid:stop]
-                    spec = by_id[cid]
+                    spec = specs[due]
                     results[cid] = _result(spec, int(rc), t0, t1, flags, out, err, script.max_bytes)
-                    pos = stop
+                    pos, due = stop, due + 1
                     continue
                 problem = f"session cut inside the output of {cid}"
                 break
         problem = f"bytes that are not a frame at offset {pos}: {stdout[pos : pos + 40]!r}"
-        break
     return Frames(results, done, problem)
 
 

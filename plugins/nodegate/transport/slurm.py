@@ -190,9 +190,10 @@ class SlurmTransport(Transport):
         step = f"nodegate-{secrets.token_hex(4)}"
         names = [self.slurm_names[n] for n in nodes]
         # stdout through base64 on the node: srun --label cannot be undone exactly for long or
-        # partial lines (transport/srun_output.py); base64 lines can.
-        launch = f"{LAUNCHER} | base64 -w 76"
-        argv = self._srun_argv(names, step, "--input=all", "--label", "sh", "-c", launch)
+        # partial lines (transport/srun_output.py); base64 lines can. pipefail: the task's
+        # exit status is the stage shell's (srun reports each task that did not exit 0).
+        launch = f"set -o pipefail; {LAUNCHER} | base64 -w 76"
+        argv = self._srun_argv(names, step, "--input=all", "--label", "bash", "-c", launch)
         limit = script.max_session_bytes
         out, err = LabelledStream(len(nodes), limit, b64=True), LabelledStream(len(nodes), limit)
         try:
@@ -276,7 +277,7 @@ class SlurmTransport(Transport):
                 too_much = session_limit_reason(limit, limit + 1) or "output caps exceeded"
                 sessions[n] = Session(Reach.ERROR, o, e, too_much)
             elif o.endswith(done):
-                sessions[n] = Session(Reach.OK, o, e)
+                sessions[n] = Session(Reach.OK, o, e, ended=self._ended(i, err))
             elif timed_out:
                 why = f"session exceeded its {script.deadline_s:g} s deadline"
                 sessions[n] = Session(Reach.TIMEOUT, o, e, why)
@@ -287,8 +288,19 @@ class SlurmTransport(Transport):
                 again.append(n)
             else:
                 said = [x for x in err.stray if re.search(rf"\b{re.escape(name)}\b", x)]
-                sessions[n] = Session(Reach.OK, o, e + "".join(f"{x}\n" for x in said).encode())
+                e += "".join(f"{x}\n" for x in said).encode()
+                sessions[n] = Session(Reach.OK, o, e, ended=self._ended(i, err))
         return sessions, again
+
+    @staticmethod
+    def _ended(task: int, err: LabelledStream) -> str | None:
+        """How task `task`'s shell ended, as srun reports it: only tasks that did not exit 0
+        are named (per task, from slurmstepd); a task it names nothing for exited 0."""
+        how = err.exits.get(task)
+        if how is None:
+            return None
+        m = re.fullmatch(r"Exited with exit code (\d+)", how)
+        return f"exited {m.group(1)}" if m else f"killed by a signal ({how})"
 
     # -- active stages --------------------------------------------------------------------
     def address(self, node: str) -> str:

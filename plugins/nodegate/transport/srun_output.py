@@ -33,6 +33,9 @@ _LABEL = re.compile(rb" *(\d+): ")
 # A line srun wrote is a label and at most SRUN_LINE_MAX bytes; anything longer is not srun's.
 _LINE_LIMIT = SRUN_LINE_MAX + 64
 _STRAY_KEPT = 50  # unlabelled lines (srun's own messages) kept for the diagnosis
+# srun's report of tasks that did not exit 0 (src/srun/step_launch.c, _task_finish): "srun:
+# error: gpu006: task 5: Exited with exit code 137", "... tasks 0-2,4: Killed"
+TASK_EXIT = re.compile(rb"^srun: error: \S+: tasks? ([\d,-]+): (.+)$")
 
 
 class LabelledStream:
@@ -46,6 +49,7 @@ class LabelledStream:
         # What is kept per task: the cap itself, or its base64 text (4/3, one newline per 76).
         self.keep = cap if not b64 else (cap // 3 + 1) * 4 + cap // 57 + 64
         self.stray: list[str] = []  # lines without a task's label: srun's own messages
+        self.exits: dict[int, str] = {}  # task -> how it ended, for those srun reports
         self._pending = bytearray()
 
     def feed(self, chunk: bytes) -> None:
@@ -83,6 +87,12 @@ class LabelledStream:
             kept += body[:room]
 
     def _stray(self, line: bytes) -> None:
+        if (m := TASK_EXIT.match(line)) is not None:
+            how = m.group(2).decode("utf-8", "replace")[:100]
+            for part in m.group(1).decode().split(","):
+                lo, _, hi = part.partition("-")
+                if lo.isdigit() and (hi.isdigit() or not hi):
+                    self.exits.update(dict.fromkeys(range(int(lo), int(hi or lo) + 1), how))
         if len(self.stray) < _STRAY_KEPT:
             self.stray.append(line[:300].decode("utf-8", "replace"))
 

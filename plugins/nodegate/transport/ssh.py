@@ -22,7 +22,13 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.settings import DEFAULT_FANOUT
 from nodegate.core.values import Part, Reach
 from nodegate.inventory import Node
-from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
+from nodegate.transport.base import (
+    Session,
+    Transport,
+    read_until,
+    session_limit_reason,
+    shell_end,
+)
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.hostkeys import known_hosts_line, lookup
 from nodegate.transport.process import (
@@ -245,9 +251,13 @@ class SSHTransport(Transport):
         proc.stdin.write(script.text.encode())
         proc.stdin.write_eof()
         limit = script.max_session_bytes
-        (out, t1), (err, t2) = await asyncio.gather(
-            read_until(proc.stdout, deadline, limit), read_until(proc.stderr, deadline, limit)
-        )
+        try:
+            (out, t1), (err, t2) = await asyncio.gather(
+                read_until(proc.stdout, deadline, limit), read_until(proc.stderr, deadline, limit)
+            )
+        except asyncssh.Error as exc:  # the connection went mid-session: no exit status
+            why = self.lost.get(node) or f"{type(exc).__name__}: {exc}"
+            return Session(Reach.ERROR, detail=f"session integrity: {why}", connects=opened)
         if t1 or t2:
             proc.close()  # closing the channel hangs up the remote session
         too_much = session_limit_reason(limit, max(len(out), len(err)))
@@ -256,7 +266,12 @@ class SSHTransport(Transport):
         if t1 or t2:
             why = f"session exceeded its {script.deadline_s:g} s deadline"
             return Session(Reach.TIMEOUT, out, err, why, opened)
-        return Session(Reach.OK, out, err, "", opened)
+        # Both streams ended: the exit status (or signal) comes with the channel's close.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(proc.wait_closed(), max(deadline - time.monotonic(), 1.0))
+        sig = proc.exit_signal
+        ended = shell_end(None if sig else proc.exit_status, sig[0] if sig else None)
+        return Session(Reach.OK, out, err, "", opened, ended)
 
     def address(self, node: str) -> str:
         return self.targets[node].hostname

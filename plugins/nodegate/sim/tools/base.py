@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from nodegate.sim.fleet_model import TOOL_FAULTS, SimNode
 from nodegate.sim.nodefs import Entry
+from nodegate.sim.tools.hijack import hijacker
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,8 @@ def render_tool(tool: SimTool, node: SimNode) -> str:
         lines.append(f"/usr/bin/yes {shlex.quote(FLOOD_LINE)} | /usr/bin/head -c {FLOOD_BYTES}")
     elif node.faulty_tool("forge", tool.name):
         lines.append(FORGER)
+    elif node.faulty_tool("hijack", tool.name):
+        lines.append(hijacker(node))
     else:
         lines += [_function(tool).rstrip("\n"), f'{function_name(tool.name)} "$@"', "exit $?"]
     return "\n".join(lines) + "\n"
