@@ -1,11 +1,11 @@
 """Chaos for active stages over the simulated fleet: cut a node's SSH connections as a round
-begins (its sshd session processes killed, as a crashed sshd or a cut network would end them),
+begins (their sshd session processes killed, as a crashed sshd or a cut network would end them),
 and end what such a node still runs afterwards (a test helper, not part of the product).
 
 A round begins when its plan is written (`<run>/<stage>/plan-<campaign>.json`, before the
-round runs); `Chaos` watches that file and, for each new round, asks `pick(round)` which node
-to cut, then cuts every connection to that node's address for a short window (the
-controller's, and those a launcher opens there: mpirun's remote starts).
+round runs); `Chaos` watches that file and, for each new round, asks `pick(round)` which nodes
+to cut, then cuts every connection to their addresses for a short window (the controller's,
+and those a launcher opens there: mpirun's remote starts).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from tests.integration.conftest import SimFleet
 SSH_PORT = 2222  # the simulated fleet's sshd port
 CUT_WINDOW_S = 2.0  # how long connections to the node keep being cut once its round begins
 
-Pick = Callable[[dict[str, Any]], str | None]
+Pick = Callable[[dict[str, Any]], Sequence[str]]  # a round of the plan file -> nodes to cut
 
 
 def address_of(fleet: SimFleet, node: str) -> str:
@@ -82,11 +82,11 @@ def kill_orphans(fleet: SimFleet, node: str) -> None:
 
 
 class Chaos:
-    """Watches a campaign's plan file; as each round begins, cuts the node `pick` names."""
+    """Watches a campaign's plan file; as each round begins, cuts the nodes `pick` names."""
 
     def __init__(self, fleet: SimFleet, plan: Path, pick: Pick) -> None:
         self.fleet, self.plan, self.pick = fleet, plan, pick
-        self.cut: dict[str, str] = {}  # round label -> node cut
+        self.cut: dict[str, list[str]] = {}  # round label -> nodes cut
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -97,8 +97,12 @@ class Chaos:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-        for node in set(self.cut.values()):
+        for node in self.nodes():
             kill_orphans(self.fleet, node)
+
+    def nodes(self) -> list[str]:
+        """Every node cut, sorted."""
+        return sorted(n for nodes in self.cut.values() for n in nodes)
 
     def _rounds(self) -> list[dict[str, Any]]:
         try:
@@ -115,10 +119,11 @@ class Chaos:
                 if rnd["round"] in seen:
                     continue
                 seen.add(rnd["round"])
-                node = self.pick(rnd)
-                if node is not None and node not in self.cut.values():
-                    self.cut[rnd["round"]] = node
-                    cutting.append((time.monotonic() + CUT_WINDOW_S, address_of(self.fleet, node)))
+                nodes = [n for n in self.pick(rnd) if n not in self.nodes()]
+                if nodes:
+                    self.cut[rnd["round"]] = nodes
+                until = time.monotonic() + CUT_WINDOW_S
+                cutting += [(until, address_of(self.fleet, n)) for n in nodes]
             now = time.monotonic()
             cutting = [(t, a) for t, a in cutting if t > now]
             for _, addr in cutting:

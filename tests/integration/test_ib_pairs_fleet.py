@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from nodegate.transport.evidence import resolve_evidence
 
-from tests.integration.conftest import base_model
+from tests.integration.chaos import Chaos
+from tests.integration.conftest import Run, base_model
 
 pytestmark = pytest.mark.integration
 
@@ -266,3 +267,47 @@ def test_a_server_that_cannot_start_keeps_its_rc_and_stderr(sim_fleet):
         "sh: 1: ib_write_bw: not found\n",
         False,
     )
+
+
+def cut_partners_then_one(rnd: dict) -> list[str]:
+    """Round 1: one node of every pair (rail 0's clients): no pair passes, so no node is good
+    after it; round 2: the server of its first test."""
+    if rnd["round"] == "1":
+        return sorted({t["client"] for t in rnd["tests"] if t["rail"] == 0})
+    if rnd["round"] == "2":
+        return [rnd["tests"][0]["server"]]
+    return []
+
+
+def test_chaos_nodes_whose_partners_were_cut_meet_each_other_and_pass(sim_fleet):
+    fleet = sim_fleet(base_model(16))
+    p, run_dir = fleet.start(*STAGES)
+    try:
+        plan = run_dir / "ib_pairs" / "plan-generic-hgx-h100.json"
+        with Chaos(fleet, plan, cut_partners_then_one) as chaos:
+            out, _ = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    run = Run(p.returncode, out, run_dir)
+    assert run.rc == 1, run.stdout
+    gone = chaos.nodes()
+    assert len(chaos.cut["1"]) == 8 and len(chaos.cut["2"]) == 1, chaos.cut
+    assert sorted(run.rejected()) == gone, chaos.cut
+    loc = localization(run)
+    assert set(loc["lost"]) == set(gone)
+    assert {n: set(s.values()) for n, s in loc["status"].items() if n not in gone} == {
+        n: {"pass"} for n in loc["status"] if n not in gone
+    }
+    # the survivors met each other in round 2 (no node was good after round 1)
+    plan = plan_of(run)
+    second = [t for r in plan["rounds"] if r["round"] == "2" for t in r["tests"]]
+    assert second and not {n for t in second for n in (t["server"], t["client"])} & set(
+        chaos.cut["1"]
+    )
+    assert rounds_used(plan) <= 3
+
+
+def rounds_used(plan: dict) -> int:
+    return len({r["id"]["number"] for r in plan["rounds"]})
