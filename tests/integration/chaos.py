@@ -41,22 +41,23 @@ def _hex_endpoint(address: str, port: int) -> str:
     return f"{packed:08X}:{port:04X}"
 
 
-def _server_sockets(address: str, port: int) -> set[str]:
-    """Inodes of established TCP sockets whose local end is address:port (sshd's side)."""
-    want = _hex_endpoint(address, port)
+def _server_sockets(addresses: Sequence[str], port: int) -> set[str]:
+    """Inodes of established TCP sockets whose local end is one of `addresses`:port (sshd's
+    side)."""
+    want = {_hex_endpoint(a, port) for a in addresses}
     out = set()
     with contextlib.suppress(OSError):
         for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
             f = line.split()
-            if len(f) > 9 and f[1] == want and f[3] == "01":  # 01: ESTABLISHED
+            if len(f) > 9 and f[1] in want and f[3] == "01":  # 01: ESTABLISHED
                 out.add(f[9])
     return out
 
 
-def cut_connections(address: str, port: int = SSH_PORT) -> list[int]:
-    """Kill (SIGKILL, by PID) every sshd process holding an established connection to
-    address:port; the PIDs killed."""
-    inodes = _server_sockets(address, port)
+def cut_connections(addresses: Sequence[str], port: int = SSH_PORT) -> list[int]:
+    """Kill (SIGKILL, by PID) every sshd process holding an established connection to one of
+    `addresses`:port; the PIDs killed."""
+    inodes = _server_sockets(addresses, port)
     if not inodes:
         return []
     links = {f"socket:[{i}]" for i in inodes}
@@ -126,6 +127,6 @@ class Chaos:
                 cutting += [(until, address_of(self.fleet, n)) for n in nodes]
             now = time.monotonic()
             cutting = [(t, a) for t, a in cutting if t > now]
-            for _, addr in cutting:
-                cut_connections(addr)
+            if cutting:
+                cut_connections([a for _, a in cutting])
             time.sleep(0.05)
