@@ -3,7 +3,8 @@
 
 `play(nodes, judge)` runs the localizer's rounds, asking `judge(job)` whether each job
 passes (True), fails at a value (False) or ends in a tool error (its text), as the skeleton
-would after running it.
+would after running it. `drop(round)` names a node whose connection is lost in that round (its
+job is lost; a job planned over it later would be too).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodegate.framework.active.rounds import Outcome
+from nodegate.framework.active.rounds import Outcome, Round
 from nodegate.stages.nccl.plan import NcclJob, NcclLocalizer
 
 
@@ -34,17 +35,25 @@ def play(
     nodes: Sequence[str],
     judge: Callable[[NcclJob], bool | str],
     leaf: Mapping[str, str] | None = None,
+    drop: Callable[[Round[NcclJob]], str | None] | None = None,
     **options: int,
 ) -> Played:
     loc = NcclLocalizer(nodes, leaf or {}, **options)
+    gone: set[str] = set()
     pending = list(loc.first_rounds())
     rounds: list[tuple[str, int]] = []
     while pending:
         rnd = pending.pop(0)
         rounds.append((rnd.id.label, len(rnd.tests)))
+        dropped = drop(rnd) if drop is not None else None
+        if dropped is not None:
+            gone.add(dropped)
         for job in rnd.tests:
             got = judge(job)
-            if isinstance(got, str):  # a tool error (a hang, an NCCL error): nothing measured
+            lost = tuple((n, lost_reason(n)) for n in job.nodes if n in gone)
+            if lost:
+                loc.add(Outcome(job, rnd.id, False, None, "; ".join(w for _, w in lost), lost))
+            elif isinstance(got, str):  # a tool error (a hang, an NCCL error): nothing measured
                 loc.add(Outcome(job, rnd.id, False, None, got))
             else:
                 loc.add(Outcome(job, rnd.id, got, 300.0 if got else 150.0))
@@ -53,6 +62,28 @@ def play(
             if nxt is not None:
                 pending.append(nxt)
     return Played(loc, tuple(rounds), tuple(sorted(loc.loc.blamed())))
+
+
+def lost_reason(node: str) -> str:
+    return f"connection to {node} lost (closed by the other end)"
+
+
+def drop_first(skip: Collection[str] = ()) -> Callable[[Round[NcclJob]], str | None]:
+    """Each round past the single-node jobs loses one node of its first job (not in `skip`,
+    not lost already): a chaos run that cuts one node's connection per round."""
+    gone: set[str] = set()
+
+    def drop(rnd: Round[NcclJob]) -> str | None:
+        if rnd.id.number == 1:
+            return None
+        for job in rnd.tests:
+            for n in job.nodes:
+                if n not in skip and n not in gone:
+                    gone.add(n)
+                    return n
+        return None
+
+    return drop
 
 
 def bad_nodes(bad: Collection[str], single_bad: Collection[str] = ()) -> Callable[[NcclJob], bool]:

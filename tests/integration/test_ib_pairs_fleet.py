@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from nodegate.transport.evidence import resolve_evidence
 
-from tests.integration.conftest import base_model
+from tests.integration.chaos import Chaos, Pick
+from tests.integration.conftest import Run, base_model
 
 pytestmark = pytest.mark.integration
 
@@ -266,3 +267,52 @@ def test_a_server_that_cannot_start_keeps_its_rc_and_stderr(sim_fleet):
         "sh: 1: ib_write_bw: not found\n",
         False,
     )
+
+
+def cut_partners_then_one() -> Pick:
+    """Round 1: one node of every pair (rail 0's clients): no pair passes, so no node is good
+    after it; round 2: the server of its first test between two nodes not cut."""
+    first: list[str] = []
+
+    def pick(rnd: dict) -> list[str]:
+        if rnd["round"] == "1":
+            first[:] = sorted({t["client"] for t in rnd["tests"] if t["rail"] == 0})
+            return first
+        if rnd["round"] == "2":
+            ok = [t for t in rnd["tests"] if not {t["server"], t["client"]} & set(first)]
+            return [ok[0]["server"]] if ok else []
+        return []
+
+    return pick
+
+
+def test_chaos_nodes_whose_partners_were_cut_meet_each_other_and_pass(sim_fleet):
+    fleet = sim_fleet(base_model(16))
+    p, run_dir = fleet.start(*STAGES)
+    try:
+        plan = run_dir / "ib_pairs" / "plan-generic-hgx-h100.json"
+        with Chaos(fleet, plan, cut_partners_then_one()) as chaos:
+            out, _ = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    run = Run(p.returncode, out, run_dir)
+    assert run.rc == 1, run.stdout
+    gone = chaos.nodes()
+    assert len(chaos.cut["1"]) == 8 and len(chaos.cut["2"]) == 1, chaos.cut
+    assert sorted(run.rejected()) == gone, chaos.cut
+    loc = localization(run)
+    assert set(loc["lost"]) == set(gone)
+    assert {n: set(s.values()) for n, s in loc["status"].items() if n not in gone} == {
+        n: {"pass"} for n in loc["status"] if n not in gone
+    }
+    # the survivors met each other in round 2 (no node was good after round 1)
+    plan = plan_of(run)
+    second = [t for r in plan["rounds"] if r["round"] == "2" for t in r["tests"]]
+    assert any(t["server"] not in gone and t["client"] not in gone for t in second)
+    assert rounds_used(plan) <= 3
+
+
+def rounds_used(plan: dict) -> int:
+    return len({r["id"]["number"] for r in plan["rounds"]})

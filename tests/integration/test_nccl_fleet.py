@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 import yaml
+from ClusterShell.NodeSet import NodeSet
 
-from tests.integration.conftest import SimFleet, base_model
+from tests.integration.chaos import Chaos, Pick
+from tests.integration.conftest import Run, SimFleet, base_model
 
 pytestmark = pytest.mark.integration
 
@@ -253,3 +255,65 @@ def test_srun_healthy_fleet_passes_and_slow_node_is_named(sim_fleet):
     launcher = doc(run, "plan")["launcher"]
     assert launcher == "srun"
     assert_clean(run, 8)
+
+
+def run_with_chaos(fleet: SimFleet, pick: Pick, **kw: Any) -> tuple[Run, dict[str, list[str]]]:
+    """The nccl stage with `Chaos`: as each round begins, the node `pick` names is cut."""
+    p, run_dir = fleet.start("-m", "nccl", f"--profiles-dir={write_profile(fleet, **kw)}")
+    try:
+        with Chaos(fleet, run_dir / "nccl" / f"plan-{PROFILE}.json", pick) as chaos:
+            out, _ = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return Run(p.returncode, out, run_dir), chaos.cut
+
+
+def test_a_node_cut_during_the_whole_set_job_is_its_error_every_other_node_passes(sim_fleet):
+    fleet = sim_fleet(nccl_model(16))
+    run, cut = run_with_chaos(fleet, lambda rnd: ["gpu005"] if rnd["round"] == "2" else [])
+    assert run.rc == 1, run.stdout
+    assert cut == {"2": ["gpu005"]} and list(run.rejected()) == ["gpu005"]
+    lost = "connection to gpu005 lost (closed by the other end)"
+    loc = doc(run, "localization")
+    assert loc["lost"] == {"gpu005": lost} and loc["fault_needs_group"] is None
+    assert loc["status"] == only(16, {"gpu005": "lost"}) and loc["rounds_used"] == 0
+    # the whole set again without it, in a sub-round
+    plan = doc(run, "plan")
+    assert [r["round"] for r in plan["rounds"]] == ["1", "2", "2b"]
+    assert plan["rounds"][2]["tests"][0]["nodes"] == "gpu[001-004,006-016]"
+    err = {"gpu005": "error"}
+    assert_only(run, 16, {"nccl.whole.busbw": err, "nccl.localized": err})
+    whole = verdicts(run, "nccl.whole.busbw")
+    assert whole["gpu005"]["message"].startswith(f"whole-16 (round 2): not run ({lost})")
+    assert whole["gpu001"]["message"].startswith("whole-15 (round 2b): ")
+    assert verdicts(run, "nccl.localized")["gpu005"]["message"] == lost
+    cleanup = statuses(run, "nccl.cleanup")
+    assert cleanup == only(16, {"gpu005": "error"})
+
+
+def cut_one_per_round(rnd: dict[str, Any]) -> list[str]:
+    """A node of each round's first job past the single-node jobs: a rank node of a group
+    (its last), the suspect of a pair (its launcher)."""
+    if rnd["round"] == "1":
+        return []
+    first = rnd["tests"][0]
+    if first["phase"] == "pair":
+        return [str(first["subject"])]
+    return [list(NodeSet(first["nodes"]))[-1]]
+
+
+def test_chaos_one_node_cut_in_each_round_rejects_only_the_cut_nodes(sim_fleet):
+    fleet = sim_fleet(nccl_model(16))
+    run, cut = run_with_chaos(fleet, cut_one_per_round)
+    assert run.rc == 1, run.stdout
+    plan = doc(run, "plan")
+    rounds = [r["round"] for r in plan["rounds"]]
+    assert sorted(cut) == sorted(rounds[1:]), (cut, rounds)  # one node cut in every round
+    gone = [n for nodes in cut.values() for n in nodes]
+    assert sorted(run.rejected()) == sorted(gone), cut
+    loc = doc(run, "localization")
+    assert set(loc["lost"]) <= set(gone) and loc["fault_needs_group"] is None
+    assert loc["named"] == [] and loc["not_confirmed"] == []
+    assert {s for n, s in loc["status"].items() if n not in gone} == {"cleared"}

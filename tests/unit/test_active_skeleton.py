@@ -285,6 +285,45 @@ def test_a_node_that_cannot_start_its_side_is_its_error_not_the_stage(tmp_path: 
     assert (rec["started"], rec["detail"], rec["role"]) == (False, f"not started: {why}", "spawn")
 
 
+class _Dropping(LocalTransport):
+    """n2's connection drops as its first process ends: the transport says so (`lost_why`),
+    and every later spawn there fails as the SSH transport's would."""
+
+    DROPPED = "connection to n2 lost (closed by the other end)"
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.dropped = False
+
+    def lost_why(self, node: str) -> str | None:
+        return self.DROPPED if node == "n2" and self.dropped else None
+
+    async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
+        if node == "n2":
+            raise SpawnError(node, "error", self.DROPPED)
+        self.dropped = True  # n1's launcher ran n2's rank, whose connection dropped under it
+        return await super().spawn(node, command, timeout_s)
+
+
+def test_a_rank_node_whose_connection_drops_is_lost_not_judged(tmp_path: Path) -> None:
+    # mpirun-like: one process per test on its first node; n2 runs only a rank, so it has no
+    # side of its own. Its connection dropping under the test makes the test lost (n2's
+    # error, no judgement of n1), though the launcher's own side reads fine.
+    camp = ToyCampaign({n: GOOD for n in NODES}, launcher=True)
+    ctx = _ctx(tmp_path)
+    ctx.transport = _Dropping(evidence=ctx.transport.evidence)
+    values = _by(asyncio.run(ToyStage(camp).run(ctx)), "toy.value")
+    why = _Dropping.DROPPED
+    assert {n: (v.status, v.message) for n, v in values.items()} == {
+        "n1": (Status.PASS, ""),  # alone in round 2
+        "n2": (Status.ERROR, why),
+        "n3": (Status.PASS, ""),
+        "n4": (Status.PASS, ""),
+    }
+    first = camp.localizer.outcomes[0]
+    assert (first.test.nodes, first.passed, first.lost) == (("n1", "n2"), False, (("n2", why),))
+
+
 def test_failure_status_rule() -> None:
     t = GroupTest(("a",))
     err = Outcome(t, RoundId(1), False, None, "tool failed")

@@ -203,3 +203,58 @@ def test_a_reference_lost_under_its_subject_gets_the_subject_another_partner():
     assert loc.status("gpu0006", 2) == "suspect"
     assert loc.down == {ref: f"connection to {ref} lost"}
     assert all(loc.status(ref, r) == "pass" for r in RAILS)  # it measured them before
+
+
+def test_nodes_whose_partners_were_all_lost_are_paired_with_each_other_and_pass():
+    # Half the fleet (one sshd daemon's nodes) is lost in round 1 and every survivor's
+    # partner was one of them: no node passed a rail, so no good partner exists.
+    nodes, leaf = fleet(16, per_leaf=8)
+    r1 = round_one(nodes, leaf, RAILS)[0]
+    assert {frozenset((leaf[t.server], leaf[t.client])) for t in r1.tests} == {
+        frozenset(("leaf01", "leaf02"))
+    }
+    dead = {n: 1 for n in nodes[8:]}
+    loc = run_all(nodes, leaf, lost=dead)
+    assert set(loc.down) == set(dead)
+    assert {(n, r): loc.status(n, r) for n in nodes[:8] for r in RAILS} == {
+        (n, r): "pass" for n in nodes[:8] for r in RAILS
+    }
+    assert rounds_used(loc.results) == 2
+    r2 = [r.test for r in loc.results if r.round.number == 2]
+    assert all(t.subject is None and not {t.server, t.client} & set(dead) for t in r2)
+
+
+def test_two_healthy_nodes_in_a_broken_fleet_are_admitted():
+    # each healthy node's round-1 partner is broken on every rail: nobody passes round 1
+    nodes, leaf = fleet(4, per_leaf=2)
+    pairs = {t.nodes() for t in round_one(nodes, leaf, RAILS)[0].tests if t.rail == 0}
+    healthy = {min(p) for p in pairs}
+    assert len(healthy) == 2
+    bad = [(n, r) for n in nodes if n not in healthy for r in RAILS]
+    loc = run_all(nodes, leaf, bad_rails=bad)
+    for r in RAILS:
+        got = {n: loc.status(n, r) for n in nodes}
+        assert got == {n: "cleared" if n in healthy else "suspect" for n in nodes}, r
+    assert rounds_used(loc.results) <= MAX_ROUNDS
+    # the healthy two met in round 2 (neither end known good: both judged), and each broken
+    # node was then tested against one of them
+    met = [r for r in loc.results if r.round.number == 2 and set(r.test.nodes()) == healthy]
+    assert len(met) == len(RAILS) and all(r.passed and r.test.subject is None for r in met)
+    assert all(
+        len(loc.failed_with_good(n, r)) == 1 for n in nodes if n not in healthy for r in RAILS
+    )
+
+
+def test_a_node_that_passed_another_rail_is_preferred_as_a_partner():
+    # Nobody passes rail 0 in round 1: the first pair's server is healthy but its client is
+    # broken everywhere, as are both nodes of the second pair; the other pairs fail rail 0
+    # only (one end bad there), so their nodes pass the other rails. The healthy node meets
+    # one of those on rail 0, not a node that passed nothing.
+    nodes, leaf = fleet(8, per_leaf=4)
+    pairs = sorted(t.nodes() for t in round_one(nodes, leaf, RAILS)[0].tests if t.rail == 0)
+    (a, b), dead, rest = pairs[0], pairs[1], pairs[2:]
+    bad = [(n, r) for n in (b, *dead) for r in RAILS] + [(p[0], 0) for p in rest]
+    loc = run_all(nodes, leaf, bad_rails=bad)
+    (mine,) = [r.test for r in loc.results if r.round.number == 2 and r.test.rail == 0
+               and a in r.test.nodes()]  # fmt: skip
+    assert mine.subject is None and mine.other(a) not in dead and loc.passed_any(mine.other(a))

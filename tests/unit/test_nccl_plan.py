@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from nodegate.stages.nccl.plan import NcclJob, auto_group_nodes
 
-from tests.nccl_playback import bad_nodes, needs_nodes, play
+from tests.nccl_playback import bad_nodes, drop_first, needs_nodes, play
 
 
 def names(n: int) -> list[str]:
@@ -80,3 +80,42 @@ def test_job_keys():
     assert NcclJob("whole", ("a", "b", "c")).key == "whole-3"
     assert NcclJob("pair", ("s", "g"), subject="s").key == "pair-s-g"
     assert [auto_group_nodes(n) for n in (16, 64, 256, 1024)] == [2, 4, 8, 8]
+
+
+def test_a_node_lost_in_the_whole_set_job_is_left_out_of_it_the_rest_pass():
+    nodes = names(32)
+    played = play(nodes, bad_nodes([]), drop=lambda r: "gpu0005" if r.id.number == 2 else None)
+    loc = played.localizer.loc
+    # the whole set again without it, in a sub-round: no localization round spent
+    assert played.rounds == (("1", 32), ("2", 1), ("2b", 1))
+    whole = loc.whole()
+    assert whole is not None and whole.passed and "gpu0005" not in whole.test.nodes
+    assert len(whole.test.nodes) == 31 and played.localization_rounds == 0
+    assert set(loc.down) == {"gpu0005"} and loc.smallest_failing() is None
+    assert {n: loc.status(n) for n in nodes} == {
+        n: "lost" if n == "gpu0005" else "pass" for n in nodes
+    }
+
+
+def test_one_node_lost_in_each_round_only_the_lost_nodes_are_not_cleared():
+    nodes = names(32)
+    played = play(nodes, bad_nodes([]), drop=drop_first())
+    loc = played.localizer.loc
+    lost = set(loc.down)
+    assert len(lost) == len(played.rounds) - 1  # one per round after the single-node jobs
+    for r in loc.results:  # a lost node is planned in no later round
+        for n in set(r.test.nodes) & lost:
+            first = min(o.round for o in loc.results if o.lost_why(n) is not None)
+            assert r.round <= first, (n, r.test.key)
+    assert {loc.status(n) for n in nodes if n not in lost} == {"cleared"}
+    assert played.named == () and loc.smallest_failing() is None
+    assert played.localization_rounds <= 4
+
+
+def test_a_bad_node_stays_unadmitted_when_every_round_loses_a_node():
+    nodes = names(32)
+    played = play(nodes, bad_nodes(["gpu0007"]), drop=drop_first(skip=["gpu0007"]))
+    loc = played.localizer.loc
+    assert loc.status("gpu0007") in ("blamed", "suspect")
+    others = {loc.status(n) for n in nodes if n not in loc.down and n != "gpu0007"}
+    assert others == {"cleared"}

@@ -133,3 +133,16 @@ def test_a_node_bad_alone_skips_the_whole_set():
     v = judged(play(nodes, bad_nodes([], single_bad=["gpu0004"])))
     assert statuses(v[WHOLE.id]) == only(nodes, {"gpu0004": Status.SKIP})
     assert v[WHOLE.id]["gpu0004"].message == "not in the whole-set job: its single-node job failed"
+
+
+def test_a_node_lost_in_the_whole_set_job_is_its_error_every_other_node_passes():
+    nodes = names(32)
+    played = play(nodes, bad_nodes([]), drop=lambda r: "gpu0005" if r.id.number == 2 else None)
+    v = judged(played)
+    for check in (WHOLE.id, LOCALIZED.id):
+        assert statuses(v[check]) == only(nodes, {"gpu0005": Status.ERROR}), check
+    lost = "connection to gpu0005 lost (closed by the other end)"
+    assert v[LOCALIZED.id]["gpu0005"].message == lost
+    assert v[WHOLE.id]["gpu0005"].message.startswith(f"whole-32 (round 2): not run ({lost})")
+    assert v[WHOLE.id]["gpu0001"].message.startswith("whole-31 (round 2b): 300 GB/s")
+    assert "the fault needs a group" not in v[WHOLE.id]["gpu0005"].message

@@ -195,6 +195,12 @@ class Transport(abc.ABC):
         """The address other nodes use to reach `node` (an ib_write_bw client's server)."""
         return node
 
+    def lost_why(self, node: str) -> str | None:
+        """Why the open connection to `node` was lost (it dropped under us), if it was: an
+        active stage reads it for the nodes of a test that ran no process of their own (a
+        launcher's ranks). None for a transport that holds no connection."""
+        return None
+
     async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
         """Start `command` on `node` under `timeout timeout_s` and return at once (active
         stages); its parts are rendered by `script.command_line` (what the process's `cmd` is).

@@ -276,6 +276,9 @@ class SSHTransport(Transport):
     def address(self, node: str) -> str:
         return self.targets[node].hostname
 
+    def lost_why(self, node: str) -> str | None:
+        return self.lost.get(node)
+
     async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
         cmd = command_line(command)
         conn, reach, why, _ = await self.connect(node)

@@ -58,14 +58,20 @@ class Execution:
 
     sides: tuple[Side, ...]
     error: str | None = None
+    # (node, why): nodes of the test with no side of their own (a launcher's ranks) whose
+    # connection the transport lost by the time the test ended (the skeleton fills it in)
+    dropped: tuple[tuple[str, str], ...] = ()
 
     def lost(self) -> tuple[tuple[str, str], ...]:
-        """(node, why) for each node that could not run its side, first reason per node."""
+        """(node, why) for each node that could not run its side, or whose connection was
+        lost under the test, first reason per node."""
         out: dict[str, str] = {}
         for s in self.sides:
             why = s.lost_why
             if why is not None:
                 out.setdefault(s.node, why)
+        for node, why in self.dropped:
+            out.setdefault(node, why)
         return tuple(out.items())
 
 

@@ -6,8 +6,9 @@
                  (the campaign's `resources`: a node's rail, a node) and its processes fit
                  under --max-active (`active.scheduler`); remote processes only through the
                  ledger; the plan file says the concurrency planned and used
-    sanity       could every node run its side (else the outcome names the nodes `lost`: their
-                 error, no judgement on the others); did the tool run, is its output
+    sanity       could every node run its side, and is every node's connection still up (else
+                 the outcome names the nodes `lost`: their error, no judgement on the others,
+                 the localizer plans again without them); did the tool run, is its output
                  understood: a value or a tool error (ERROR)
     performance  a sane value against the campaign's floor (below it: FAIL)
     localize     outcomes feed the localizer, which plans the next round or stops
@@ -24,7 +25,8 @@ import asyncio
 import functools
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar, final
 
@@ -222,13 +224,25 @@ async def run_round(
         # Nodes with a side of their own ran (or failed to start) their own process:
         # only the others (a launcher's ranks) are checked for the test's tags.
         own = {s.node for s in run.sides}
-        scope.watch_on([n for n in c.nodes_of(t) if n not in own])
+        others = [n for n in c.nodes_of(t) if n not in own]
+        scope.watch_on(others)
+        run = with_dropped(run, others, ledger.transport.lost_why)
         if on_done is not None:
             on_done()
         return t, run
 
     results = await asyncio.gather(*(one(i, t) for i, t in enumerate(rnd.tests)))
     return list(results), sched.usage
+
+
+def with_dropped(
+    run: Execution, others: Sequence[str], lost_why: Callable[[str], str | None]
+) -> Execution:
+    """The test's nodes that ran no side of their own (a launcher's ranks) and whose connection
+    was lost by the time it ended are lost in it, as a side's node would be: their error, no
+    judgement of the test's other nodes (the localizer plans again without them)."""
+    dropped = tuple((n, why) for n in others if (why := lost_why(n)) is not None)
+    return replace(run, dropped=run.dropped + dropped) if dropped else run
 
 
 def judge(c: Campaign[T], rnd: Round[T], test: T, run: Execution) -> Outcome[T]:

@@ -87,7 +87,11 @@ def rail_verdict(
 def _cleared_note(node: str, rail: Rail, loc: Localization, paths: Sequence[SuspectPath]) -> str:
     mine = {(loc.leaf.get(node), rail.rail)}
     hit = [p for p in paths if (p[0], p[2]) in mine or (p[1], p[2]) in mine]
-    note = " (cleared with a good partner"
+    later = [r for r in loc.of(node, rail.rail) if r.passed and r.round.number != 1]
+    if any(r.test.subject == node for r in later):
+        note = " (cleared with a good partner"
+    else:  # met another node left without a good partner: the test passed for both
+        note = " (cleared with a partner that had no good partner either"
     return note + (f"; path {hit[0][0]}<->{hit[0][1]} suspect)" if hit else ")")
 
 

@@ -8,8 +8,11 @@ different leaves so the traffic crosses the spine; `same_leaf` keeps pairs insid
 Localization: a (pair, rail) that fails is split; each member is re-tested on that rail against
 a node that passed it (round 2). A member that passes with a good partner is cleared; one that
 fails is tested against a second, different good partner (round 3) and blamed if it fails
-again. Both members clearing elsewhere points at the path between their leaves. At most three
-sequential rounds (plus round 1's odd-node sub-round), whatever the fleet size.
+again. Both members clearing elsewhere points at the path between their leaves. Members left
+without a good partner (none passed the rail, or none is free) are paired with each other, a
+node that passed another rail first: such a test judges both ends, as round 1 does (passing
+clears both). At most three sequential rounds (plus round 1's odd-node sub-round), whatever
+the fleet size.
 
 A node that cannot run its side of a test (unreachable, connection lost) is `lost`: that test
 is its error, judges its partner not at all (the partner gets a good partner in the next
@@ -103,8 +106,13 @@ class Localization:
         return self._good.get(rail, set()) - self.down.keys()
 
     def failed_with_good(self, node: str, rail: int) -> list[PairResult]:
-        """Failures of `node` against partners that were good when the test was planned."""
-        return [r for r in self.of(node, rail) if not r.passed and r.round.number != 1]
+        """Failures of `node` against partners that were good when the test was planned (it
+        was the test's subject)."""
+        return [r for r in self.of(node, rail) if not r.passed and r.test.subject == node]
+
+    def passed_any(self, node: str) -> bool:
+        """Whether `node` passed some rail (it runs ib_write_bw, its host is sound)."""
+        return any(node in self._good.get(rail, ()) for rail in self.rails)
 
     def status(self, node: str, rail: int) -> str:
         """pass | cleared | blamed | lost | suspect | untested."""
@@ -181,24 +189,62 @@ def next_round(loc: Localization) -> PairRound | None:
     for rail in loc.rails:
         good = loc.good(rail)
         busy: set[str] = set()
+        left: list[str] = []  # no good partner free for them on this rail
         for node in _needs_partner(loc, rail, number):
-            used = {r.test.other(node) for r in loc.history(node, rail)}
+            used = _used(loc, node, rail)
             pool = sorted(
                 (g for g in good if g != node and g not in used and g not in busy),
                 key=lambda g: _preference(loc, node, g),
             )
             if not pool:
-                continue  # stays unconfirmed: reported as such, never admitted
+                left.append(node)
+                continue
             partner = pool[0]
             busy.update((node, partner))
-            # Same role as where it failed: a fault may show only on the server (or client) side.
-            if _last_unsettled_as_server(loc, node, rail):
-                tests.append(PairTest(rail, node, partner, subject=node))
-            else:
-                tests.append(PairTest(rail, partner, node, subject=node))
+            tests.append(_oriented(loc, rail, node, partner, subject=node))
+        tests += _among_themselves(loc, rail, left, busy)
     if not tests:
         return None
     return Round(RoundId(number), tuple(sorted(tests)))
+
+
+def _used(loc: Localization, node: str, rail: int) -> set[str]:
+    return {r.test.other(node) for r in loc.history(node, rail)}
+
+
+def _oriented(
+    loc: Localization, rail: int, node: str, partner: str, subject: str | None
+) -> PairTest:
+    """Same role as where `node` failed: a fault may show only on the server (or client)
+    side."""
+    if _last_unsettled_as_server(loc, node, rail):
+        return PairTest(rail, node, partner, subject=subject)
+    return PairTest(rail, partner, node, subject=subject)
+
+
+def _among_themselves(
+    loc: Localization, rail: int, left: Sequence[str], busy: set[str]
+) -> list[PairTest]:
+    """Nodes left without a good partner are paired with each other, or with a node not yet
+    settled on the rail (failed or untested there, not blamed nor lost), a node that passed
+    another rail first, never with a partner they already met there. Neither end is known
+    good, so the test judges both (as round 1 does): passing clears both, failing confirms
+    nothing."""
+    unsettled = [n for n in loc.nodes if loc.status(n, rail) in ("suspect", "untested")]
+    tests = []
+    for node in left:
+        if node in busy:
+            continue  # taken as another left node's partner
+        used = _used(loc, node, rail)
+        pool = sorted(
+            (n for n in unsettled if n != node and n not in busy and n not in used),
+            key=lambda n: (not loc.passed_any(n), n not in left, _preference(loc, node, n)),
+        )
+        if not pool:
+            continue  # stays unconfirmed: reported as such, never admitted
+        busy.update((node, pool[0]))
+        tests.append(_oriented(loc, rail, node, pool[0], subject=None))
+    return tests
 
 
 def _last_unsettled_as_server(loc: Localization, node: str, rail: int) -> bool:
@@ -219,8 +265,10 @@ def _needs_partner(loc: Localization, rail: int, number: int) -> list[str]:
         if not rs or any(r.passed for r in rs if r.round.number != 1):
             continue
         tried = len(loc.failed_with_good(node, rail))
-        first_failed = any(not r.passed for r in rs)
-        if (number == 2 and first_failed and tried == 0) or (number == 3 and tried == 1):
+        failed = any(not r.passed for r in rs)
+        # Round 3: a second good partner after one failure, or a first one for a node that
+        # met none yet (round 2 paired it with another node left without one).
+        if failed and (tried == 0 or (number == 3 and tried == 1)):
             out.append(node)
     return out
 

@@ -135,7 +135,7 @@ class Judge:
         """The whole-set job's verdict on `node`. When the job failed, localization decides:
         a node it cleared passes (the fault lies with the nodes it named), a named node fails
         (or errs) as its own jobs did, every node of a fault that needs a group fails."""
-        o = self.loc.whole()
+        o = self.loc.whole_of(node) or self.loc.whole()
         floor = self.prof.floors(2).busbw.expected()
         if o is None or node not in o.test.nodes:
             single = self.loc.single(node)

@@ -12,6 +12,12 @@ disjoint jobs that run at once (a node is in one job at a time):
   halves   when every group passed, the fault needs a larger group: halves of the set, then
            halves of a failing half, naming the smallest group that still fails.
 
+A node lost under a job (its connection dropped: the skeleton's `lost`) is that node's error
+and the job judges none of its nodes: a whole-set job runs again without the lost nodes (a
+sub-round, 2b, at most twice; then localization goes on with the rest); the other members of
+a lost group, pair or half are paired with a good node in the next round, as suspects are
+(passing clears them, failing makes them one).
+
 With 1 to 3 bad nodes among N <= 1,024: groups, pairs, confirming pairs: 3 rounds after the
 whole set (the fourth takes suspects that found no partner in time).
 """
@@ -28,6 +34,7 @@ from nodegate.framework.active.rounds import Outcome, Round, RoundId
 
 Phase = Literal["single", "whole", "group", "pair", "half"]
 SINGLE_ROUND, WHOLE_ROUND = 1, 2  # localization rounds are numbered from 3
+MAX_WHOLE_RETRIES = 2  # a whole-set job that lost a node runs again without it (2b, 2c)
 
 
 @dataclass(frozen=True, order=True)
@@ -100,7 +107,29 @@ class Localization:
         return next((r for r in self.of_phase("single") if r.test.nodes[0] == node), None)
 
     def whole(self) -> NcclOutcome | None:
-        return next(iter(self.of_phase("whole")), None)
+        """The latest whole-set job: one that lost a node is planned again without it."""
+        wholes = self.of_phase("whole")
+        return wholes[-1] if wholes else None
+
+    def whole_of(self, node: str) -> NcclOutcome | None:
+        """The latest whole-set job that held `node` (a lost node: the one it was lost in)."""
+        return next((r for r in reversed(self.of_phase("whole")) if node in r.test.nodes), None)
+
+    def retest(self) -> list[str]:
+        """Nodes a localization job could not judge (a node under it was lost), not lost
+        themselves, that no judged job has placed since: paired with a good node next."""
+        if "retest" not in self._memo:
+            last: dict[str, NcclOutcome] = {}
+            for r in self.of_phase("group", "pair", "half"):
+                for n in r.test.nodes:
+                    last[n] = r
+            self._memo["retest"] = sorted(
+                n
+                for n, r in last.items()
+                if not self.judged(r) and n not in self.down and n not in self.good()
+            )
+        got: list[str] = self._memo["retest"]
+        return got
 
     def members(self) -> tuple[str, ...]:
         """The whole set: nodes whose single-node job passed."""
@@ -242,13 +271,23 @@ class NcclLocalizer:
                 return None
             return Round(RoundId(WHOLE_ROUND), (NcclJob("whole", members),))
         whole = loc.whole()
-        if whole is None or whole.passed or self.rounds_used() >= self.max_rounds:
+        if whole is None or whole.passed:
+            return None
+        live = [n for n in whole.test.nodes if n not in loc.down]
+        if len(live) < 2:
+            return None
+        if not loc.judged(whole) and whole.round.sub < MAX_WHOLE_RETRIES:
+            # A node was lost under it: the whole set again without the lost (a sub-round);
+            # past the retries, localization goes on with the rest, as after a failure.
+            job = NcclJob("whole", tuple(live))
+            return Round(RoundId(WHOLE_ROUND, whole.round.sub + 1), (job,))
+        if self.rounds_used() >= self.max_rounds:
             return None
         number = max(done) + 1
-        live = [n for n in whole.test.nodes if n not in loc.down]
+        failed = any(not r.passed and loc.judged(r) for r in loc.of_phase("group", "pair"))
         if number == WHOLE_ROUND + 1:
             jobs = self._groups(live)
-        elif not any(not r.passed and loc.judged(r) for r in loc.of_phase("group", "pair")):
+        elif not failed and not loc.retest():
             jobs = self._halves(live)
         else:
             jobs = self._pairs()
@@ -268,6 +307,9 @@ class NcclLocalizer:
         smallest: tuple[str, ...] = self.loc.smallest_failing() or tuple(members)
         live = [n for n in smallest if n not in self.loc.down]
         g = self.group_nodes or auto_group_nodes(len(members))
+        judged = [r for r in self.loc.of_phase("whole") if self.loc.judged(r)]
+        if not judged:
+            return []  # no whole-set job said anything (each lost a node): nothing to halve
         if len(live) // 2 <= g or smallest in self._split:
             return []  # both halves passed before, or a half would be no bigger than a group
         self._split.add(smallest)
@@ -279,7 +321,7 @@ class NcclLocalizer:
         pool = sorted(loc.good())
         busy: set[str] = set()
         jobs = []
-        for s in loc.suspects():
+        for s in dict.fromkeys(loc.suspects() + loc.retest()):
             tried = {r.test.partner for r in loc.of_phase("pair") if r.test.subject == s}
             partner = next((g for g in pool if g not in busy and g not in tried and g != s), None)
             if partner is None:
