@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from nodegate.core.values import CommandSpec, Reach, Shell
-from nodegate.sim.model import Fault, SimNode
+from nodegate.sim.fleet_model import Fault, SimNode
 from nodegate.sim.tools.hijack import FORGED, hijacker
 from nodegate.transport.base import NOT_REPORTED, Session
 from nodegate.transport.local import LocalTransport

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 
 from nodegate.core.errors import ConfigError
-from nodegate.sim.model import SimNode
+from nodegate.sim.fleet_model import SimNode
 
 # What the forged frames claim: a healthy node of the demo fleet (its profile's versions).
 FORGED = (
