@@ -8,7 +8,7 @@ from pathlib import Path
 from nodegate.core.values import Status, Verdict
 from nodegate.profiles import ProfileLibrary
 from nodegate.stages.nccl.checks import LOCALIZED, WHOLE, Judge
-from nodegate.stages.nccl.plan import NcclOutcome
+from nodegate.stages.nccl.plan import NcclJob, NcclOutcome
 from nodegate.stages.nccl.profile import nccl_profile
 from nodegate.stages.nccl.results import JobReading
 
@@ -133,3 +133,25 @@ def test_a_node_bad_alone_skips_the_whole_set():
     v = judged(play(nodes, bad_nodes([], single_bad=["gpu0004"])))
     assert statuses(v[WHOLE.id]) == only(nodes, {"gpu0004": Status.SKIP})
     assert v[WHOLE.id]["gpu0004"].message == "not in the whole-set job: its single-node job failed"
+
+
+def test_slow_nodes_fail_the_whole_set_at_their_measured_busbw_when_it_hung():
+    # 24 nodes: gpu0003 hangs every job of several nodes (the whole set too: nothing measured
+    # there), gpu0005 and gpu0017 are slow; their FAIL carries what their own jobs measured
+    nodes = names(24)
+    slow = {"gpu0005", "gpu0017"}
+
+    def judge(job: NcclJob) -> bool | str:
+        if len(job.nodes) > 1 and "gpu0003" in job.nodes:
+            return HANG
+        return not set(job.nodes) & slow if len(job.nodes) > 1 else True
+
+    v = judged(play(nodes, judge))
+    assert statuses(v[WHOLE.id]) == only(
+        nodes, {"gpu0003": Status.ERROR, "gpu0005": Status.FAIL, "gpu0017": Status.FAIL}
+    )
+    for node in sorted(slow):
+        bad = v[WHOLE.id][node]
+        assert (bad.observed, bad.expected, bad.unit) == (150.0, ">= 340", "GB/s"), bad.message
+        assert bad.reference is not None and not bad.reference.holds(bad.observed)
+        assert bad.message.startswith(f"whole-24 (round 2): {HANG}; localized: "), bad.message
