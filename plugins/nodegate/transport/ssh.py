@@ -24,6 +24,7 @@ from nodegate.core.values import Part, Reach
 from nodegate.inventory import Node
 from nodegate.transport.base import Session, Transport, read_until, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.hangup import HANGUP_GRACE_S, session_kill_script
 from nodegate.transport.hostkeys import known_hosts_line, lookup
 from nodegate.transport.process import (
     RemoteProcess,
@@ -245,9 +246,14 @@ class SSHTransport(Transport):
         proc.stdin.write(script.text.encode())
         proc.stdin.write_eof()
         limit = script.max_session_bytes
-        (out, t1), (err, t2) = await asyncio.gather(
-            read_until(proc.stdout, deadline, limit), read_until(proc.stderr, deadline, limit)
-        )
+        try:
+            (out, t1), (err, t2) = await asyncio.gather(
+                read_until(proc.stdout, deadline, limit), read_until(proc.stderr, deadline, limit)
+            )
+        except asyncio.CancelledError:  # an interrupted run: end the node's session now
+            proc.close()
+            await asyncio.shield(self._hang_up(conn, script.nonce))
+            raise
         if t1 or t2:
             proc.close()  # closing the channel hangs up the remote session
         too_much = session_limit_reason(limit, max(len(out), len(err)))
@@ -257,6 +263,13 @@ class SSHTransport(Transport):
             why = f"session exceeded its {script.deadline_s:g} s deadline"
             return Session(Reach.TIMEOUT, out, err, why, opened)
         return Session(Reach.OK, out, err, "", opened)
+
+    async def _hang_up(self, conn: asyncssh.SSHClientConnection, nonce: str) -> None:
+        """Kill what the session of `nonce` runs on the node (`transport.hangup`)."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                conn.run(session_kill_script(nonce), check=False), HANGUP_GRACE_S
+            )
 
     def address(self, node: str) -> str:
         return self.targets[node].hostname
