@@ -117,3 +117,49 @@ def test_interrupted_during_ib_pairs_then_rerun(sim_fleet, signals):
     assert (reports / "latest").resolve() == rerun.run_dir.resolve()
     items = ET.parse(rerun.run_dir / "junit.xml").getroot().find("testsuite")
     assert items is not None and items.get("tests") == total
+
+
+def hung_on(fleet: SimFleet, timeout_s: float = 120) -> list[int]:
+    """PIDs of the hung tool (`sleep 86400`, its `timeout`) on the fleet, once it runs."""
+    node_env = f"NG_NODE={fleet.fleet.root.resolve()}/".encode()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for d in Path("/proc").iterdir():
+            try:
+                cmdline = (d / "cmdline").read_bytes().split(b"\0")
+                env = (d / "environ").read_bytes().split(b"\0")
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if cmdline[:2] == [b"sleep", b"86400"] and any(e.startswith(node_env) for e in env):
+                return [int(d.name), int(stat.rpartition(")")[2].split()[1])]
+        time.sleep(0.05)
+    raise AssertionError("the hung tool never started")
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupted_in_a_passive_stage_the_node_s_session_ends_at_once(sim_fleet, sig):
+    # nvidia-smi hangs on gpu001 (its deadline: 60 s); the run is interrupted while it waits
+    fleet = sim_fleet(base_model(2, faults={"gpu001": [{"hang": "nvidia-smi"}]}))
+    proc, run_dir = fleet.start("-m", "pcie_gpu")
+    pids = hung_on(fleet)
+    assert all(alive(p) for p in pids)
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=60)
+    ended = time.monotonic() - t0
+    assert proc.returncode == 2, out
+    doc = json.loads((run_dir / "admission.json").read_text())
+    assert doc["interrupted"] == "pcie_gpu"
+    gone = time.monotonic() + 2
+    while any(alive(p) for p in pids) and time.monotonic() < gone:
+        time.sleep(0.05)
+    assert [p for p in pids if alive(p)] == [], f"left on gpu001 {ended:.1f} s after the signal"
+    assert ended < 5, out

@@ -244,6 +244,36 @@ def test_nccl_errors_are_errors_and_wrong_data_fails(sim_fleet):
     assert_clean(run, 12)
 
 
+@pytest.mark.parametrize("launcher", ["mpirun", "srun"])
+def test_a_dying_rank_is_named_with_its_exit_not_a_timeout(sim_fleet, launcher: str):
+    faults = {"gpu002": ["nccl_rank_dies"], "gpu004": [{"nccl_rank_dies": "KILL"}]}
+    fleet = sim_fleet(nccl_model(4, faults), slurm=launcher == "srun")
+    run = run_nccl(fleet, job_timeout_s=45, launcher=launcher)
+    assert run.rc == 1, run.stdout
+    single = verdicts(run, "nccl.single_node.busbw")
+    assert statuses(run, "nccl.single_node.busbw") == only(
+        4, {"gpu002": "error", "gpu004": "error"}
+    )
+    said = "rank 0: fatal: cuMemAlloc failed: out of memory (simulated)"
+    how = {"gpu002": "exited 3", "gpu004": "killed by signal 9 (Killed)"}
+    if launcher == "srun":
+        how["gpu004"] = "killed (Killed)"
+    for node in ("gpu002", "gpu004"):
+        msg = single[node]["message"]
+        assert msg.startswith(f"single-{node} (round 1): rank 0 on {node} {how[node]}"), msg
+        assert said in msg and "did not finish" not in msg, msg
+    for c in doc_commands(run, "gpu002").values():
+        assert c["duration_s"] < 20 and not c["timed_out"], c
+    assert_clean(run, 4)
+
+
+def doc_commands(run, node: str) -> dict[str, Any]:
+    commands: dict[str, Any] = json.loads((run.run_dir / "raw" / node / "nccl.json").read_text())[
+        "commands"
+    ]
+    return commands
+
+
 def test_srun_healthy_fleet_passes_and_slow_node_is_named(sim_fleet):
     fleet = sim_fleet(nccl_model(8, {"gpu006": [{"nccl_slow": "all"}]}), slurm=True)
     run = run_nccl(fleet, launcher="srun")

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -293,3 +294,41 @@ def test_interrupted_while_the_items_run(tmp_path: Path) -> None:
     assert reasons(run_dir) == {"n1": [why], "n2": [why]}
     assert junit_errors(run_dir) == ("2", [f"not run: {why}"])
     assert not (tmp_path / "reports" / "latest").exists()
+
+
+def test_an_interrupted_local_session_ends_its_hung_command_at_once(tmp_path: Path) -> None:
+    # the command hangs (its deadline: 60 s); Ctrl-C while it runs ends its whole tree now
+    from nodegate.core.values import CommandSpec
+    from nodegate.transport.local import LocalTransport
+
+    pidfile = tmp_path / "pids"
+    hang = CommandSpec("hang", ("sh", "-c", f"echo $PPID $$ > {pidfile}; exec sleep 61"), 60)
+
+    def interrupt_once_it_runs() -> None:
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    loop, guard = LoopThread(), InterruptGuard()
+    guard.install()
+    threading.Thread(target=interrupt_once_it_runs, daemon=True).start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loop.call(LocalTransport().run_node("local", "s", [hang]))
+    finally:
+        guard.uninstall()
+        loop.stop()
+    assert time.monotonic() - t0 < 10
+    pids = [int(p) for p in pidfile.read_text().split()]  # `timeout`, then the sleep
+
+    def alive(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+        except OSError:
+            return False
+
+    gone = time.monotonic() + 2
+    while any(map(alive, pids)) and time.monotonic() < gone:
+        time.sleep(0.02)
+    assert [p for p in pids if alive(p)] == []

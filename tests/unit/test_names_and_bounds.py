@@ -229,12 +229,38 @@ def test_sim_build_refuses_bad_node_names(
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["m.yaml"]  # nothing written
 
 
+@pytest.mark.parametrize(
+    ("profile", "shown"),
+    [
+        pytest.param('"h100\\n  ProxyCommand x"', "'h100\\n  ProxyCommand x'", id="multi-line"),
+        pytest.param('"../profiles/x"', "'../profiles/x'", id="path"),
+        pytest.param("[a, b]", "['a', 'b']", id="list"),
+    ],
+)
+def test_sim_build_refuses_a_profile_that_is_no_plain_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], profile: str, shown: str
+) -> None:
+    model = tmp_path / "m.yaml"
+    model.write_text(f"name: t\nprofile: {profile}\nnodes: gpu001\n", encoding="utf-8")
+    fleet = tmp_path / "a" / "fleet"
+    argv = ["sim", "build", "--model", str(model), "--dir", str(fleet), "--subnet", "127.250"]
+    assert cli.main(argv) == 4
+    want = f"nodegate: {model}: profile: invalid profile name {shown} {RULE}\n"
+    assert capsys.readouterr().err == want
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["m.yaml"]  # nothing written
+
+
 def test_fleet_build_checks_names_of_a_model_built_in_code(tmp_path: Path) -> None:
     bad = SimNode("../x", 0, "127.250.0.1", {"rack": "r01", "leaf": "leaf01"}, {})
     model = FleetModel("t", "generic-hgx-h100", "code", (bad,))
     with pytest.raises(ConfigError) as info:
         Fleet(tmp_path / "fleet").build(model)
     assert str(info.value) == f"code: nodes: invalid node name '../x' {RULE}"
+    assert list(tmp_path.iterdir()) == []
+    good = SimNode("gpu001", 0, "127.250.0.1", {"rack": "r01", "leaf": "leaf01"}, {})
+    with pytest.raises(ConfigError) as info:
+        Fleet(tmp_path / "fleet").build(FleetModel("t", "a\nb", "code", (good,)))
+    assert str(info.value) == f"code: profile: invalid profile name 'a\\nb' {RULE}"
     assert list(tmp_path.iterdir()) == []
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from nodegate.core.values import Status, Verdict
 from nodegate.profiles import ProfileLibrary
 from nodegate.stages.nccl.checks import LOCALIZED, WHOLE, Judge
-from nodegate.stages.nccl.plan import NcclOutcome
+from nodegate.stages.nccl.plan import NcclJob, NcclOutcome
 from nodegate.stages.nccl.profile import nccl_profile
 from nodegate.stages.nccl.results import JobReading
 
@@ -146,3 +146,25 @@ def test_a_node_lost_in_the_whole_set_job_is_its_error_every_other_node_passes()
     assert v[WHOLE.id]["gpu0005"].message.startswith(f"whole-32 (round 2): not run ({lost})")
     assert v[WHOLE.id]["gpu0001"].message.startswith("whole-31 (round 2b): 300 GB/s")
     assert "the fault needs a group" not in v[WHOLE.id]["gpu0005"].message
+
+
+def test_slow_nodes_fail_the_whole_set_at_their_measured_busbw_when_it_hung():
+    # 24 nodes: gpu0003 hangs every job of several nodes (the whole set too: nothing measured
+    # there), gpu0005 and gpu0017 are slow; their FAIL carries what their own jobs measured
+    nodes = names(24)
+    slow = {"gpu0005", "gpu0017"}
+
+    def judge(job: NcclJob) -> bool | str:
+        if len(job.nodes) > 1 and "gpu0003" in job.nodes:
+            return HANG
+        return not set(job.nodes) & slow if len(job.nodes) > 1 else True
+
+    v = judged(play(nodes, judge))
+    assert statuses(v[WHOLE.id]) == only(
+        nodes, {"gpu0003": Status.ERROR, "gpu0005": Status.FAIL, "gpu0017": Status.FAIL}
+    )
+    for node in sorted(slow):
+        bad = v[WHOLE.id][node]
+        assert (bad.observed, bad.expected, bad.unit) == (150.0, ">= 340", "GB/s"), bad.message
+        assert bad.reference is not None and not bad.reference.holds(bad.observed)
+        assert bad.message.startswith(f"whole-24 (round 2): {HANG}; localized: "), bad.message

@@ -24,7 +24,13 @@ from nodegate.stages.pcie_gpu import STAGE as PCIE
 from nodegate.stages.reach import STAGE as REACH
 from nodegate.stages.roce import STAGE as ROCE
 from nodegate.transport.process import wrap
-from nodegate.transport.script import StageScript, build_script, command_line, parse_frames
+from nodegate.transport.script import (
+    StageScript,
+    build_script,
+    command_line,
+    parse_frames,
+    session_tag,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 INITIAL = REPO / "tests" / "fixtures" / "rendered" / "initial.json"
@@ -121,10 +127,11 @@ def now() -> dict[str, Any]:
 # The framing the fixture was written with -> the framing now (issue 26: a fresh private
 # directory instead of files named from the nonce, inherited descriptors closed, `exit 0`).
 # Only the framing: every command line stays byte for byte the fixture's.
+ZERO_TAG = session_tag("0" * 32)  # the pinned scripts' nonce is all zeros
 REFRAMED = (
     (
         """_nf_p="$_nf_t/.nodegate-$_nf_n-$$"\n""",
-        """_nf_p=$(mktemp -d "$_nf_t/.nodegate.XXXXXXXXXX") || exit 70\n""",
+        f"""_nf_p=$(mktemp -d "$_nf_t/.nodegate.{ZERO_TAG}.XXXXXXXXXX") || exit 70\n""",
     ),
     ("""trap 'rm -f -- "$_nf_p".*' EXIT\n""", """trap 'rm -rf -- "$_nf_p"' EXIT\n"""),
     ('"$_nf_p.', '"$_nf_p/'),

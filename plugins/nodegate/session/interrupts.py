@@ -1,10 +1,11 @@
 """Ctrl-C and SIGTERM end a run the same way, and the run finishes its cleanup before it exits.
 
 The first SIGINT or SIGTERM raises KeyboardInterrupt (SIGTERM as `Terminated`, a subclass) in
-the main thread: the engine cancels the running stage, which kills by PID what it started,
-then the reports are written (admission.json says the run was interrupted). Later signals
-while that happens are noted on stderr, not raised: an exception there would cut the kills
-short and leave ib_write_bw servers holding their ports for minutes. The cleanup is bounded
+the main thread: the engine cancels the running stage, which kills by PID what it started
+(a passive stage's node sessions: `transport.hangup`), then the reports are written
+(admission.json says the run was interrupted). Later signals while that happens are noted on
+stderr, not raised: an exception there would cut the kills short and leave ib_write_bw
+servers holding their ports for minutes. The cleanup is bounded
 (`engine.CANCEL_GRACE_S`, then the transport's close); a third signal interrupts it anyway.
 """
 

@@ -71,6 +71,7 @@ class Fleet:
             raise ConfigError(f"fleet at {self.root} is running; stop it first")
         for n in model.nodes:  # each name becomes a directory and ssh_config/known_hosts lines
             check_name(f"{model.source}: nodes", "node", n.name)
+        check_name(f"{model.source}: profile", "profile", model.profile)
         if self.root.exists():
             shutil.rmtree(self.root)
         # Not 22: a host sshd listening on 0.0.0.0:22 would collide with the loopback addresses.

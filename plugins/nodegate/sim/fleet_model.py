@@ -182,6 +182,7 @@ def load_model(
     for key in ("name", "profile", "nodes"):
         if key not in doc:
             raise ConfigError(f"{p}: missing key {key!r}")
+    profile = check_name(f"{p}: profile", "profile", doc["profile"])  # a file name, a label
     names = _nodeset(doc["nodes"], f"{p}: nodes")
     hw_default = doc.get("hardware") or {}
     if not isinstance(hw_default, dict):
@@ -225,7 +226,7 @@ def load_model(
         )
     return FleetModel(
         name=str(doc["name"]),
-        profile=str(doc["profile"]),
+        profile=profile,
         source=str(p),
         nodes=tuple(nodes),
         extra=doc.get("extra") or {},

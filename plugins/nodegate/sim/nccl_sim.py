@@ -215,6 +215,19 @@ def failure(rank: dict[str, Any], what: str) -> int:
     return 1
 
 
+def rank_dies(rank: dict[str, Any], arg: str) -> int:
+    """One rank's own early end: a last line on stderr, then exit `arg` (default 3) or die
+    by the signal it names."""
+    m = rank["model"]
+    sys.stderr.write(f"{m['node']} pid {rank['pid']}: rank {rank['rank']}: fatal: cuMemAlloc "
+                     "failed: out of memory (simulated)\n")  # fmt: skip
+    sys.stderr.flush()
+    if not arg or arg.isdigit():
+        return int(arg or 3)
+    os.kill(os.getpid(), getattr(signal, "SIG" + arg.upper().removeprefix("SIG")))
+    return 1
+
+
 REMOTE = "remote process exited or there was a network error / "
 
 
@@ -250,6 +263,9 @@ def run(o: dict[str, str]) -> int:
              "status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=0 vendor_err=129 "
              "req_type=Send hca mlx5_0")  # fmt: skip
         return failure(rank, REMOTE)
+    dies = fault_of(rank, "rank_dies")
+    if dies is not None:
+        return rank_dies(rank, str(dies))
     if fault_of(rank, "dies") is not None:
         time.sleep(0.2)
         os.kill(os.getpid(), signal.SIGKILL)  # the node dies mid-job: its ranks vanish
@@ -269,6 +285,7 @@ def run(o: dict[str, str]) -> int:
                     raise ConnectionError("closed")
                 out.sendall(b"x")
     except OSError:
+        time.sleep(0.5)  # NCCL's proxy notices a dead peer on its next poll, not at once
         warn(rank, "NET/Socket : socket closed by peer (remote process exited)")
         return failure(rank, REMOTE)
     if rank["rank"] != 0:

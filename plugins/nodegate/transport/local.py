@@ -21,6 +21,7 @@ from nodegate.transport.base import (
     shell_end,
 )
 from nodegate.transport.evidence import EvidenceWriter, capture_reach, read_capture
+from nodegate.transport.hangup import HANGUP_GRACE_S, session_kill_script
 from nodegate.transport.process import RemoteProcess, kill_script, wrap
 from nodegate.transport.replay_process import CapturedProcesses
 from nodegate.transport.script import LAUNCHER, StageScript, command_line
@@ -47,9 +48,13 @@ class LocalTransport(Transport):
         proc.stdin.close()
         deadline = time.monotonic() + script.deadline_s
         limit = script.max_session_bytes
-        (out, t1), (err, t2) = await asyncio.gather(
-            read_until(proc.stdout, deadline, limit), read_until(proc.stderr, deadline, limit)
-        )
+        try:
+            (out, t1), (err, t2) = await asyncio.gather(
+                read_until(proc.stdout, deadline, limit), read_until(proc.stderr, deadline, limit)
+            )
+        except asyncio.CancelledError:  # an interrupted run: end the session's processes now
+            await asyncio.shield(_hang_up(proc, script.nonce))
+            raise
         if t1 or t2:
             # The script's children (the hung command) hold the pipes: end the whole group.
             with contextlib.suppress(ProcessLookupError):
@@ -75,6 +80,17 @@ class LocalTransport(Transport):
             stderr=asyncio.subprocess.PIPE,
         )
         return p
+
+
+async def _hang_up(proc: Process, nonce: str) -> None:
+    """Kill the script's session: its shell's group, and the commands' own (`timeout`'s)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    killer = await asyncio.create_subprocess_exec("sh", "-c", session_kill_script(nonce))
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(killer.wait(), HANGUP_GRACE_S)
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(proc.wait(), HANGUP_GRACE_S)
 
 
 class LocalProcess(RemoteProcess):

@@ -242,7 +242,9 @@ class RemoteProcess(abc.ABC):
             rc=rc,
             stdout=stdout,
             stderr=stderr,
-            timed_out=timed_out or rc in TIMEOUT_RCS,
+            # rc 124/137 is `timeout`'s only at the deadline: before it, the command's own
+            # exit (137: it was SIGKILLed, an OOM kill or a launcher reporting a rank's)
+            timed_out=timed_out or (rc in TIMEOUT_RCS and self._at_deadline()),
             killed=self.killed,
             duration_s=round(time.monotonic() - self.started, 3),
             pid=self.pid,
@@ -251,6 +253,9 @@ class RemoteProcess(abc.ABC):
             overflow=self.overflow,
         )
         return self.result
+
+    def _at_deadline(self) -> bool:
+        return time.monotonic() - self.started >= self.timeout_s - 0.5
 
     def _strip_pid(self, err: str) -> str:
         keep = []

@@ -11,8 +11,9 @@ What a node prints cannot forge a result:
   controller reads frames by length, so a command's bytes are never taken for a frame.
 - Output is bounded on the node: `ulimit -f` caps each file (`max_bytes`); a command cut there
   is marked truncated (and judged ERROR), and the controller caps what it reads per session.
-- The files live in a fresh directory (`mktemp -d`, mode 0700) whose random name says nothing
-  of the nonce, and the shell closes every descriptor it inherited beyond 0-2 first.
+- The files live in a fresh directory (`mktemp -d`, mode 0700) whose name says nothing of the
+  nonce (a one-way tag of it and random characters), and the shell closes every descriptor it
+  inherited beyond 0-2 first.
 - A command can still reach the shell's stdout through /proc/<pid>/fd (and the node's root can
   read the nonce out of the shell's memory), so frames are not the session's proof: they must
   come in the script's order, nothing may follow DONE, and the shell must then exit 0 (each
@@ -30,6 +31,7 @@ evidence show.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 import shlex
@@ -95,6 +97,12 @@ class StageScript:
     def max_session_bytes(self) -> int:
         """What an honest node can send at most: two capped streams per command, framing."""
         return len(self.specs) * (2 * (self.max_bytes + 1024) + 256) + 65536
+
+
+def session_tag(nonce: str) -> str:
+    """The session's name on the node: a one-way tag of its nonce (a command that reads the
+    tag from its own file paths learns nothing of the nonce its frames would need)."""
+    return hashlib.sha256(b"nodegate session " + nonce.encode()).hexdigest()[:16]
 
 
 def command_line(argv: Sequence[Part]) -> str:
@@ -163,8 +171,9 @@ def build_script(
         _CLOSE_FDS,
         '_nf_t=/dev/shm; { [ -d "$_nf_t" ] && [ -w "$_nf_t" ]; } || _nf_t=${TMPDIR:-/tmp}',
         # A fresh private directory per session (tasks of one srun step share the nonce and
-        # may share a machine); its random name is not derived from the nonce.
-        '_nf_p=$(mktemp -d "$_nf_t/.nodegate.XXXXXXXXXX") || exit 70',
+        # may share a machine); its name is a one-way tag of the nonce (what an interrupted
+        # run's hang-up finds the session by: transport.hangup) and random characters.
+        f'_nf_p=$(mktemp -d "$_nf_t/.nodegate.{session_tag(n)}.XXXXXXXXXX") || exit 70',
         """trap 'rm -rf -- "$_nf_p"' EXIT""",
         _FRAME_FN,
     ]

@@ -30,6 +30,7 @@ from nodegate.transport.base import (
     shell_end,
 )
 from nodegate.transport.evidence import EvidenceWriter
+from nodegate.transport.hangup import HANGUP_GRACE_S, session_kill_script
 from nodegate.transport.hostkeys import known_hosts_line, lookup
 from nodegate.transport.process import (
     RemoteProcess,
@@ -255,6 +256,10 @@ class SSHTransport(Transport):
             (out, t1), (err, t2) = await asyncio.gather(
                 read_until(proc.stdout, deadline, limit), read_until(proc.stderr, deadline, limit)
             )
+        except asyncio.CancelledError:  # an interrupted run: end the node's session now
+            proc.close()
+            await asyncio.shield(self._hang_up(conn, script.nonce))
+            raise
         except asyncssh.Error as exc:  # the connection went mid-session: no exit status
             why = self.lost.get(node) or f"{type(exc).__name__}: {exc}"
             return Session(Reach.ERROR, detail=f"session integrity: {why}", connects=opened)
@@ -272,6 +277,13 @@ class SSHTransport(Transport):
         sig = proc.exit_signal
         ended = shell_end(None if sig else proc.exit_status, sig[0] if sig else None)
         return Session(Reach.OK, out, err, "", opened, ended)
+
+    async def _hang_up(self, conn: asyncssh.SSHClientConnection, nonce: str) -> None:
+        """Kill what the session of `nonce` runs on the node (`transport.hangup`)."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                conn.run(session_kill_script(nonce), check=False), HANGUP_GRACE_S
+            )
 
     def address(self, node: str) -> str:
         return self.targets[node].hostname

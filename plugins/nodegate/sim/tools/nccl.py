@@ -32,6 +32,8 @@ FAULTS = {
     "nccl_hang": "the node's first rank hangs after connecting (ARG 'multi': only in jobs of "
     "several nodes): the whole job hangs",
     "nccl_dies": "the node dies mid-job: its first rank is killed (SIGKILL) after connecting",
+    "nccl_rank_dies": "the node's first rank exits early after connecting, its last stderr line "
+    "saying so (ARG its exit code, default 3, or a signal: KILL, SEGV, ABRT)",
     "nccl_ib_error": "in multi-node jobs the node's first rank gets an IB completion error (WARN)",
     "nccl_internal_error": "the node's first rank fails with NCCL 'internal error'",
     "nccl_wrong": "all-reduce results are wrong on this node (#wrong > 0, job fails)",
@@ -65,7 +67,14 @@ def node_model(node: SimNode) -> dict[str, object]:
     nvlink = node.fault("nccl_nvlink")
     faults = {
         k.removeprefix("nccl_"): (f.arg or "")
-        for k in ("nccl_hang", "nccl_dies", "nccl_ib_error", "nccl_internal_error", "nccl_wrong")
+        for k in (
+            "nccl_hang",
+            "nccl_dies",
+            "nccl_rank_dies",
+            "nccl_ib_error",
+            "nccl_internal_error",
+            "nccl_wrong",
+        )
         if (f := node.fault(k)) is not None
     }
     return {

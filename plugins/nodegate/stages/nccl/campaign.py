@@ -99,7 +99,10 @@ class NcclCampaign(Campaign[NcclJob]):
 
     def sanity(self, test: NcclJob, run: Execution) -> Sanity:
         ranks = len(test.nodes) * self.prof.ranks_per_node
-        reading = read_job(run, self.prof.message_bytes, ranks, self.timeout_s(test))
+        hosts = {self.addresses[n].address: n for n in test.nodes}
+        reading = read_job(
+            run, self.prof.message_bytes, ranks, self.timeout_s(test), test.nodes, hosts
+        )
         self.readings[test] = reading
         return Sanity(reading.busbw, reading.error or reading.corrupt)
 

@@ -152,18 +152,31 @@ class Judge:
             return self._cleared(node, o, comp)
         note, status = f"; {self.named()}", None
         also: tuple[str, ...] = ()
+        decided: Sequence[NcclOutcome] = ()
         if st == "blamed":
-            fails = self.loc.pair_failures(node)
+            decided = fails = self.loc.pair_failures(node)
             status = self.status(fails)
             note += f"; this node fails with good partners: {self._history(fails)}"
             also = tuple(ref for r in fails for ref in self.refs(r, node))
         elif st == "group":  # named() says which group
-            status = self.status(self._unexplained(node) or [o])
+            decided = self._unexplained(node) or [o]
+            status = self.status(decided)
         elif st == "lost":
             status, note = Status.ERROR, f"{note}; this node: {self.loc.down[node]}"
         # A suspect localization did not clear: as the whole-set job says.
         v = self._verdict(WHOLE, node, o, comp, note, status)
-        return replace(v, evidence=v.evidence + also)
+        v = replace(v, evidence=v.evidence + also)
+        return self._measured(v, decided) if v.observed is None else v
+
+    def _measured(self, v: Verdict, outcomes: Sequence[NcclOutcome]) -> Verdict:
+        """A FAIL the whole-set job measured nothing for (it hung or erred) carries what the
+        jobs that decided it measured: the best of them, against the floor of its size."""
+        got = [(b, r) for r in outcomes if (b := self._reading(r).busbw) is not None]
+        if v.status is not Status.FAIL or not got:
+            return v
+        value, job = max(got, key=lambda x: x[0])
+        floor = self.prof.floors(len(job.test.nodes)).busbw
+        return replace(v, observed=value, expected=floor.expected(), reference=floor)
 
     def _unexplained(self, node: str) -> list[NcclOutcome]:
         """The failed jobs holding `node` that no named, suspected or lost node explains."""

@@ -9,6 +9,7 @@ a FAIL, since the job ran and measured it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nodegate.core.errors import ParseError
@@ -16,6 +17,7 @@ from nodegate.framework.active.campaign import Execution
 from nodegate.parsers.nccl_debug import parse_nccl_debug
 from nodegate.parsers.nccl_tests import NcclTestsFailure, NcclTestsResult, parse_all_reduce_perf
 from nodegate.stages.ib_pairs.perftest import stderr_gist
+from nodegate.stages.nccl.exits import rank_exit
 from nodegate.transport.process import ProcessResult
 
 
@@ -30,8 +32,16 @@ class JobReading:
     ranks: int | None = None
 
 
-def read_job(run: Execution, message_bytes: int, ranks: int, timeout_s: float) -> JobReading:
-    """Sanity of one job from its launcher's side (mpirun or srun)."""
+def read_job(
+    run: Execution,
+    message_bytes: int,
+    ranks: int,
+    timeout_s: float,
+    nodes: Sequence[str] = (),
+    hosts: Mapping[str, str] | None = None,
+) -> JobReading:
+    """Sanity of one job from its launcher's side (mpirun or srun); `nodes` (in rank order)
+    and `hosts` (node of each address) name a rank that ended the job early."""
     if run.error is not None or not run.sides or run.sides[0].result is None:
         return JobReading(
             None, None, run.error or (run.sides[0].detail if run.sides else "no launcher")
@@ -47,14 +57,16 @@ def read_job(run: Execution, message_bytes: int, ranks: int, timeout_s: float) -
             None, None, f"job did not finish within {timeout_s:g} s: every rank killed"
         )
     text = r.stdout + "\n" + r.stderr
+    died = rank_exit(r.stderr, nodes, ranks, hosts) if r.rc != 0 else None
     try:
         parsed = parse_all_reduce_perf(text)
     except ParseError as exc:
-        return JobReading(None, None, f"{exc} ({launcher_gist(r)})")
+        return JobReading(None, None, died or f"{exc} ({launcher_gist(r)})")
     if isinstance(parsed, NcclTestsFailure):
         if parsed.kind == "wrong_values":
             return JobReading(None, None, None, f"wrong data: {parsed.message}")
-        return JobReading(None, None, failure_text(parsed, text))
+        why = failure_text(parsed, text)
+        return JobReading(None, None, f"{died}; {why}" if died else why)
     return _complete(parsed, r, message_bytes, ranks)
 
 
