@@ -106,6 +106,28 @@ def test_dcgm3_fail_all_fails_every_gpu_with_its_own_warning(h100, gpus):
         assert observed == msg and msg.startswith(f"GPU Memory Fail: GPU {i} Error using CUDA")
 
 
+@pytest.mark.parametrize(
+    ("capture", "rc", "status"), [(DCGM_R2, 0, "pass"), (DCGM_R3, 226, "fail")]
+)
+def test_a_dcgm_text_table_where_json_was_asked_is_read_by_the_text_parser(
+    h100, gpus, capture, rc, status
+):
+    """The text parser is the fallback for `dcgmi diag -j` that prints its table instead (a
+    dcgmi or wrapper that ignores -j): the same verdicts as the table judged directly, and a
+    failed run (dcgmi exits 226) fails every GPU."""
+    text = (CORPUS / capture).read_text()
+    got = pins(run(h100, replace={"dcgm": (rc, text)}), "gpu.dcgm")
+    assert [(c, s) for c, s, *_ in got] == [(g, status) for g in gpus]
+    if rc == 0:
+        assert got == pins(judge_with_diag(h100, parse_dcgmi_diag(text)), "gpu.dcgm")
+
+
+def test_dcgm_output_neither_json_nor_a_table_stays_an_error(h100, gpus):
+    got = pins(run(h100, replace={"dcgm": (0, "dcgmi: unknown option -j\n")}), "gpu.dcgm")
+    assert [(s, o) for _, s, o, *_ in got] == [("error", None)]
+    assert "not valid JSON" in got[0][4]
+
+
 # Message text as printed by nvidia-smi (documented in NVIDIA forums/driver release notes):
 # the driver not loaded, nvidia-smi exits 9 (NVML_ERROR_DRIVER_NOT_LOADED).
 NO_DRIVER = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -9,7 +10,7 @@ from types import MappingProxyType
 from nodegate.core.errors import ParseError
 from nodegate.core.values import NodeOutcome
 from nodegate.framework.stage import OutcomeReader
-from nodegate.parsers.dcgm import DcgmDiag
+from nodegate.parsers.dcgm import DcgmDiag, parse_dcgmi_diag
 from nodegate.parsers.dcgm_json import parse_dcgmi_diag_json
 from nodegate.parsers.fabricmanager import FabricManagerStatus, parse_fabricmanager_status
 from nodegate.parsers.gpu_facts import NvsmiGpu
@@ -108,12 +109,18 @@ def _fabric_manager(reader: OutcomeReader) -> FabricManagerStatus | None:
 
 
 def _dcgm(reader: OutcomeReader) -> DcgmDiag | None:
-    """`dcgmi diag -j`: it exits non-zero (226) when a test fails, with the whole JSON document."""
+    """`dcgmi diag -j`: it exits non-zero (226) when a test fails, with the whole JSON document;
+    a text table in its place is read by the text parser (the fallback when -j is not honoured)."""
     r = reader.result(DCGM)
     if r is None or r.timed_out or r.truncated or r.rc == NOT_INSTALLED or not r.stdout.strip():
         return reader.parse(DCGM, parse_dcgmi_diag_json, absent_rcs=(NOT_INSTALLED,))
     try:
         return parse_dcgmi_diag_json(r.stdout)
     except ParseError as exc:
+        if not r.stdout.lstrip().startswith(("{", "[")):
+            # A text table where JSON was asked for (a dcgmi or a wrapper that does not honour
+            # -j): the text parser reads the same results, or the JSON reason stands.
+            with contextlib.suppress(ParseError):
+                return parse_dcgmi_diag(r.stdout)
         reader.errors[DCGM] = f"unrecognized output of `{r.cmd}` (rc {r.rc}): {exc.reason}"
         return None
