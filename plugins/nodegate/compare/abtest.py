@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from nodegate.compare.baseline import is_number, worst_status
@@ -47,18 +47,8 @@ class Change:
     message: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "scope": self.scope,
-            "kind": self.kind,
-            "check": self.check,
-            "component": self.component,
-            "before": self.before,
-            "after": self.after,
-            "unit": self.unit,
-            "regression": self.regression,
-            "rule": self.rule,
-            "message": self.message,
-        }
+        """Every field, in declaration order (the schema's order)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass

@@ -13,7 +13,7 @@ their status changes, compared per node as before.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
@@ -76,18 +76,8 @@ class JobChange:
         return self.nodes_after or self.nodes_before or ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "component": self.component,
-            "nodes_before": self.nodes_before,
-            "nodes_after": self.nodes_after,
-            "before": self.before,
-            "after": self.after,
-            "unit": self.unit,
-            "regression": self.regression,
-            "rule": self.rule,
-            "message": self.message,
-        }
+        """Every field, in declaration order (the schema's order)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def jobs_of(doc: Mapping[str, Any], checks: Collection[str]) -> dict[tuple[str, str], list[Job]]:
