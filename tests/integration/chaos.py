@@ -54,17 +54,45 @@ def _server_sockets(addresses: Sequence[str], port: int) -> set[str]:
     return out
 
 
-def cut_connections(addresses: Sequence[str], port: int = SSH_PORT) -> list[int]:
-    """Kill (SIGKILL, by PID) every sshd process holding an established connection to one of
-    `addresses`:port; the PIDs killed."""
+def _fleet_daemons(root: Path) -> set[int]:
+    """The PIDs of the fleet's own sshd daemons (`sshd/<k>.pid`)."""
+    out = set()
+    for pidf in root.glob("sshd/*.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            out.add(int(pidf.read_text().strip()))
+    return out
+
+
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _descends(pid: int, daemons: set[int]) -> bool:
+    """Whether `pid` is a child (any depth) of one of `daemons`."""
+    seen = 0
+    while pid > 1 and seen < 64:
+        pid, seen = _parent(pid), seen + 1
+        if pid in daemons:
+            return True
+    return False
+
+
+def cut_connections(root: Path, addresses: Sequence[str], port: int = SSH_PORT) -> list[int]:
+    """Kill (SIGKILL, by PID) every sshd session process of the fleet at `root` (a child of its
+    own daemons, never another sshd of the machine) holding an established connection to one
+    of `addresses`:port; the PIDs killed."""
     inodes = _server_sockets(addresses, port)
     if not inodes:
         return []
+    daemons = _fleet_daemons(root)
     links = {f"socket:[{i}]" for i in inodes}
     killed = []
     for proc in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError, IndexError):
             if not (proc / "comm").read_text().startswith("sshd"):
+                continue
+            if not _descends(int(proc.name), daemons):
                 continue
             if any(os.readlink(fd) in links for fd in (proc / "fd").iterdir()):
                 os.kill(int(proc.name), signal.SIGKILL)
@@ -128,5 +156,5 @@ class Chaos:
             now = time.monotonic()
             cutting = [(t, a) for t, a in cutting if t > now]
             if cutting:
-                cut_connections([a for _, a in cutting])
+                cut_connections(Path(self.fleet.fleet.root), [a for _, a in cutting])
             time.sleep(0.05)

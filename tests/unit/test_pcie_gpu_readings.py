@@ -19,6 +19,7 @@ from nodegate.stages.pcie_gpu.checks import CHECKS
 
 from tests.unit.test_pcie_gpu_checks import CORPUS, REPO, run, sim_outputs
 from tests.unit.test_pcie_gpu_profile import _write_variant
+from tests.unit.test_pcie_gpu_trust import Pin, pins
 
 PROFILES = REPO / "inventories" / "profiles"
 SXID_LOG = "dmesg__sxid-22013-nvswitch-nonfatal-link-60.txt"
@@ -33,7 +34,6 @@ DEPLOYMENT = (
     *("Persistence Mode", "Environment Variables", "Page Retirement/Row Remap"),
     *("Graphics Processes", "Inforom"),
 )
-Pin = tuple[str, str, Any, Any, str]
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +45,6 @@ def h100() -> Profile:
 def gpus(h100: Profile) -> list[str]:
     """The simulated node's GPU component names, GPU0..GPU7."""
     return [v.component for v in run(h100) if v.check == "gpu.persistence"]
-
-
-def pins(vs: list[Verdict], check: str) -> list[Pin]:
-    return [
-        (v.component, v.status.value, v.observed, v.expected, v.message)
-        for v in vs
-        if v.check == check
-    ]
 
 
 def interleaved_sxids() -> str:

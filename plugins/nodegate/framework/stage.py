@@ -254,10 +254,14 @@ class OutcomeReader:
 def _first_line(r: CommandResult) -> str:
     """What a failed command said: stderr's first line, else stdout's (nvidia-smi prints
     "Failed to initialize NVML: ..." on stdout)."""
-    for line in (*r.stderr.splitlines(), *r.stdout.splitlines()):
-        if line.strip():
-            return line.strip()[:200]
+    for text in (r.stderr, r.stdout):  # a failed command's output can be MiBs: its head only
+        for line in text[:_HEAD_CHARS].splitlines():
+            if line.strip():
+                return line.strip()[:200]
     return "(no output)"
+
+
+_HEAD_CHARS = 4096  # where a failed command's first meaningful line is looked for
 
 
 # What the operator does about a node whose session never ran, by how it failed.
