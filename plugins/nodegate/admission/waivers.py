@@ -112,7 +112,7 @@ def load_waivers(
         if "'@'" not in str(exc):
             raise
         # `nodes: @rack01`: YAML reserves `@`, so a group must be quoted
-        raise ConfigError(f"{exc} (quote a value that starts with @: nodes: \"@rack01\")") from None
+        raise ConfigError(f'{exc} (quote a value that starts with @: nodes: "@rack01")') from None
     errors = schemas.problems("waivers", doc)
     if errors:
         raise ConfigError(f"{src}: {schemas.where(errors[0])}: {errors[0].message}")
