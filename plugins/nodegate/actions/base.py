@@ -81,6 +81,50 @@ def short_component(component: str) -> str:
     return _PCI_TAIL.sub("", component).strip()
 
 
+def cause_head(reasons: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """The main cause as a reason names it: (`gpu.xid GPU2`, its class); None without one."""
+    main = main_reason(reasons)
+    if main is None:
+        return None
+    head = " ".join(p for p in (main["check"], short_component(main["component"])) if p)
+    return head, str(main.get("remediation_class") or UNJUDGED_CLASS)
+
+
+def same_cause(reason: str | None, head: tuple[str, str] | None) -> bool:
+    """Whether a nodegate reason (any run's) names this main cause and class: the numbers in
+    its message may differ from run to run (`Xid 79 x2`), the cause does not."""
+    if reason is None or head is None or not reason.startswith(REASON_PREFIX):
+        return False
+    body = reason.partition(": ")[2]
+    tail = _CLASS_TAIL.search(body)
+    return (body == head[0] or body.startswith(head[0] + " ")) and (
+        tail is not None and tail.group(1) == head[1]
+    )
+
+
+# The end of a reason: ` (rma)`, ` (rma) +2 more`.
+_CLASS_TAIL = re.compile(r" \(([a-z_]+)\)(?: \+\d+ more)?$")
+# A reason nodegate set earlier, quoted inside a message (a transport that reports Slurm's
+# state and reason): `(nodegate <run-id>: ...)`, or to the end without the bracket.
+_NESTED = re.compile(r"\s*(\()?" + re.escape(REASON_PREFIX) + r"[A-Za-z0-9_.-]+: ")
+
+
+def without_nested(text: str) -> str:
+    """`text` less any nodegate reason it quotes, so that a new reason never nests an old one:
+    `... IDLE+DRAIN (nodegate r1: gpu.xid GPU2 ... (rma))` -> `... IDLE+DRAIN`."""
+    while (m := _NESTED.search(text)) is not None:
+        end = len(text)
+        if m.group(1):  # up to the bracket that closes it
+            depth = 0
+            for i in range(m.start(1), len(text)):
+                depth += {"(": 1, ")": -1}.get(text[i], 0)
+                if depth == 0:
+                    end = i + 1
+                    break
+        text = text[: m.start()] + text[end:]
+    return text.strip()
+
+
 def reason_text(run_id: str, reasons: list[dict[str, Any]], limit: int) -> str:
     """`nodegate <run-id>: gpu.xid GPU2 Xid 79 x1 (...) (rma)`, ASCII, at most `limit` chars;
     more causes are counted (`+2 more`)."""
@@ -89,7 +133,7 @@ def reason_text(run_id: str, reasons: list[dict[str, Any]], limit: int) -> str:
         return f"{REASON_PREFIX}{run_id}: rejected"[:limit]
     cls = main.get("remediation_class") or UNJUDGED_CLASS
     comp = short_component(main["component"])
-    what = " ".join(p for p in (main["check"], comp, main["message"]) if p)
+    what = " ".join(p for p in (main["check"], comp, without_nested(main["message"])) if p)
     more = len({(r["check"], r["component"]) for r in causes(reasons)})
     tail = f" ({cls})" + (f" +{more - 1} more" if more > 1 else "")
     head = f"{REASON_PREFIX}{run_id}: "

@@ -2,8 +2,9 @@
 
 NHC's rule: a node is resumed only when nodegate drained it (its reason starts with
 `nodegate `); a foreign drain or down reason (another tool's, an admin's) is never
-overwritten nor resumed. Idempotent: a node already drained with this run's reason is left
-as it is. Reads with `scontrol show node -o`, writes with `scontrol update` (argument lists,
+overwritten nor resumed. One reason per cause: a node nodegate already drained for the same
+main cause (check, component, class; any run) is left as it is, no `scontrol update` issued;
+a new cause replaces nodegate's reason, never nests it. Reads with `scontrol show node -o`, writes with `scontrol update` (argument lists,
 no shell); dry-run reads and plans only.
 """
 
@@ -18,10 +19,12 @@ import pytest
 from nodegate.actions.base import (
     REASON_PREFIX,
     ActionRecord,
+    cause_head,
     intent,
     not_actionable,
     reason_text,
     record,
+    same_cause,
     summary,
     target_name,
 )
@@ -64,8 +67,9 @@ def plan_node(doc: Mapping[str, Any], node: str, current: SlurmNode | None) -> A
         reason = reason_text(doc["run_id"], d["reasons"], REASON_MAX)
         if current.reason is not None and not ours(current):
             rec.result, rec.why = "unchanged", "foreign reason kept (not set by nodegate)"
-        elif current.drained and _cause(current.reason) == _cause(reason):
-            # Idempotent: an earlier run's drain for the same cause keeps its reason and time.
+        elif current.drained and same_cause(current.reason, cause_head(d["reasons"])):
+            # Idempotent: an earlier run's drain for the same cause keeps its reason and time
+            # (no scontrol update); a new cause replaces nodegate's reason, never nests it.
             rec.result, rec.why = "unchanged", "already drained by nodegate for this cause"
         else:
             rec.action, rec.reason, rec.why = "drain", reason, "rejected"
@@ -79,11 +83,6 @@ def plan_node(doc: Mapping[str, Any], node: str, current: SlurmNode | None) -> A
     else:
         rec.result, rec.why = "unchanged", f"{d['state']}: no action"
     return rec
-
-
-def _cause(reason: str | None) -> str | None:
-    """A nodegate reason without its run id: `gpu.xid GPU2 Xid 79 ... (rma)`."""
-    return None if reason is None else reason.partition(": ")[2]
 
 
 class SlurmAction:
