@@ -4,8 +4,8 @@ NHC's rule: a node is resumed only when nodegate drained it (its reason starts w
 `nodegate `); a foreign drain or down reason (another tool's, an admin's) is never
 overwritten nor resumed. One reason per cause: a node nodegate already drained for the same
 main cause (check, component, class; any run) is left as it is, no `scontrol update` issued;
-a new cause replaces nodegate's reason, never nests it. Reads with `scontrol show node -o`, writes with `scontrol update` (argument lists,
-no shell); dry-run reads and plans only.
+a new cause replaces nodegate's reason, never nests it. Reads with `scontrol show node -o`,
+writes with `scontrol update` (argument lists, no shell); dry-run reads and plans only.
 """
 
 from __future__ import annotations
