@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from ClusterShell.NodeSet import NodeSet
 
 from nodegate.admission.remediation import UNJUDGED_CLASS, class_order
 from nodegate.core import schemas
+from nodegate.core.drainlimit import DEFAULT
 from nodegate.core.results import ACTIONS_FILE
 from nodegate.core.safetext import printable
 
@@ -169,6 +171,54 @@ class ActionRecord:
 _ALWAYS = ("before", "reason", "after", "error")
 
 
+def refusal(
+    target: str, verb: str, doc: Mapping[str, Any], take_out: list[ActionRecord]
+) -> dict[str, Any] | None:
+    """The blast-radius guard: None when `take_out` (the nodes this action would take out of
+    service) is within the decision's max_drain, else the refusal, with its one-line message.
+
+    `verb`: what taking out is for this target (`drain`, `taint`)."""
+    guard = doc.get("guard") or {
+        "max_drain": DEFAULT.of(len(doc["nodes"])),
+        "rule": DEFAULT.describe(),
+        "from": "default",
+        "nodes": len(doc["nodes"]),
+    }
+    limit = int(guard["max_drain"])
+    if len(take_out) <= limit:
+        return None
+    checks = Counter(
+        str((main_reason(doc["nodes"][r.node]["reasons"]) or {}).get("check", "rejected"))
+        for r in take_out
+    )
+    top, top_n = min(checks.items(), key=lambda kv: (-kv[1], kv[0]))
+    n = len(take_out)
+    message = (
+        f"{target}: REFUSED to {verb} {n} nodes, more than max_drain {limit} "
+        f"({guard['rule']} of {guard['nodes']} nodes, from {guard['from']}); top check {top} "
+        f"on {top_n} of them; nothing {verb}ed (a fleet-wide cause? else --max-drain)"
+    )
+    return {
+        "take_out": n,
+        "max_drain": limit,
+        "rule": guard["rule"],
+        "from": guard["from"],
+        "nodes": guard["nodes"],
+        "top_check": top,
+        "top_check_nodes": top_n,
+        "message": message,
+    }
+
+
+def refuse(records: list[ActionRecord], refused: Mapping[str, Any]) -> None:
+    """Every take-out the guard refused: skipped, saying why."""
+    for r in records:
+        r.result = "skipped"
+        r.why = (
+            f"refused: {refused['take_out']} nodes to take out, max_drain {refused['max_drain']}"
+        )
+
+
 def record(
     run_dir: Path,
     doc: Mapping[str, Any],
@@ -177,6 +227,7 @@ def record(
     records: list[ActionRecord],
     skipped: str | None = None,
     error: str | None = None,
+    refused: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write (or add this target's section to) `<run-dir>/actions.json`, validated."""
     path = run_dir / ACTIONS_FILE
@@ -187,6 +238,7 @@ def record(
         "mode": "apply" if apply else "dry-run",
         "skipped": skipped,
         "error": error,
+        "refused": None if refused is None else dict(refused),
         "actions": [r.to_json() for r in records],
     }
     schemas.validate("actions", out)

@@ -24,6 +24,8 @@ from nodegate.actions.base import (
     not_actionable,
     reason_text,
     record,
+    refusal,
+    refuse,
     same_cause,
     summary,
     target_name,
@@ -115,11 +117,18 @@ class SlurmAction:
             return
         recs = [plan_node(doc, n, before.get(target_name(doc, n, SLURM_NAME_LABEL)))
                 for n in doc["nodes"]]  # fmt: skip
+        drains = [r for r in recs if r.action == "drain"]
+        refused = refusal("slurm", "drain", doc, drains)
+        if refused is not None:  # past max_drain nothing is drained; resumes still go
+            refuse(drains, refused)
+            self.failures.append(refused["message"])
         if self.apply:
-            self._apply(recs)
-        record(run_dir, doc, "slurm", self.apply, recs)
+            self._apply([r for r in recs if r.result != "skipped"])
+        record(run_dir, doc, "slurm", self.apply, recs, refused=refused)
         self.failures += [f"slurm {r.node}: {r.error}" for r in recs if r.result == "failed"]
         self.lines = summary("slurm", self.apply, recs)
+        if refused is not None:
+            self.lines.append(refused["message"])
 
     def _apply(self, recs: list[ActionRecord]) -> None:
         for r in recs:

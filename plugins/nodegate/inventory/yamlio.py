@@ -176,6 +176,8 @@ def _describe(error: Any) -> str:
         return f"{path}: must not be empty{note}"
     if kind == "pattern":
         return f"{path}: invalid value {inst!r}: {schema.get('description', 'bad format')}"
+    if kind == "oneOf" and "description" in schema:  # several spellings: say which are accepted
+        return f"{path}: got {inst!r}, expected {schema['description']}"
     return f"{path}: {error.message}"
 
 
