@@ -207,8 +207,8 @@ def test_an_error_on_most_nodes_is_systemic_its_nodes_not_qualified() -> None:
     assert "NOT QUALIFIED 3: gpu[1,3-4]: systemic errors (below)" in lines
     assert (
         "SYSTEMIC gpu.dcgm ERROR on 4 of 6 nodes (more than 50%): probable controller/tool "
-        "problem, not the nodes'; gpu[1-4] not qualified, not drained: dcgmi: command not found "
-        "(rc 127)"
+        "problem, not the nodes' (not held against gpu[1-4], not drained for it): dcgmi: command "
+        "not found (rc 127)"
     ) in lines
     schemas.validate("admission", doc)
 

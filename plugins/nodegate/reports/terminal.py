@@ -150,8 +150,8 @@ def systemic_line(s: Mapping[str, Any]) -> str:
     """One systemic check (admission.json `systemic`), named as the tool problem it is."""
     return (
         f"SYSTEMIC {s['check']} ERROR on {s['errors']} of {s['judged']} nodes (more than "
-        f"{s['error_share']:.0%}): probable controller/tool problem, not the nodes'; "
-        f"{nodeset(s['nodes'])} not qualified, not drained: {s['message']}"
+        f"{s['error_share']:.0%}): probable controller/tool problem, not the nodes' (not held "
+        f"against {nodeset(s['nodes'])}, not drained for it): {s['message']}"
     )
 
 
