@@ -76,8 +76,8 @@ def test_a_waiver_admits_its_node_until_it_expires(sim_fleet, tmp_path: Path) ->
     # --act kubernetes (dry-run): every admitted node's patch, for review
     patches = json.loads((waived.run_dir / "kubernetes-patches.json").read_text())
     assert sorted(patches) == ["gpu001", "gpu002", "gpu003", "gpu004"]
-    assert {p["patch"]["metadata"]["labels"]["nodegate.io/admitted"] for p in patches.values()} \
-        == {"true"}  # fmt: skip
+    assert {p["labels"]["nodegate.io/admitted"] for p in patches.values()} == {"true"}
+    assert {p["taint"] for p in patches.values()} == {None}  # nodegate's own removed, if any
     k8s = json.loads((waived.run_dir / "actions.json").read_text())["targets"]["kubernetes"]
     assert [(a["node"], a["action"], a["result"]) for a in k8s["actions"]] == [
         (n, "patch", "planned") for n in ("gpu001", "gpu002", "gpu003", "gpu004")

@@ -161,7 +161,8 @@ class ActionRecord:
     result: str = "planned"  # planned | applied | unchanged | failed | skipped
     after: dict[str, Any] | None = None
     error: str | None = None
-    patch: dict[str, Any] | None = None
+    patch: list[dict[str, Any]] | None = None  # Kubernetes: the JSON patch (RFC 6902)
+    held_by: str | None = None  # admitted, but kept out of service by another (not nodegate)
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if v is not None or k in _ALWAYS}
@@ -248,8 +249,12 @@ def record(
     return path
 
 
+HELD_LINES = 10  # admitted nodes another keeps out, named one per line up to this many
+
+
 def summary(target: str, apply: bool, records: list[ActionRecord]) -> list[str]:
-    """Terminal lines: nodes folded per (action, result)."""
+    """Terminal lines: nodes folded per (action, result); then each admitted node that stays
+    out of service by another's drain or taint, by name (an operator must hear of it)."""
     groups: dict[tuple[str, str], list[str]] = {}
     for r in records:
         groups.setdefault((r.action, r.result), []).append(r.node)
@@ -257,4 +262,10 @@ def summary(target: str, apply: bool, records: list[ActionRecord]) -> list[str]:
     lines = [f"{target} ({mode}):"]
     for (action, result), nodes in sorted(groups.items()):
         lines.append(f"  {action} {result}: {NodeSet.fromlist(nodes)}")
+    held = [r for r in records if r.held_by]
+    for r in held[:HELD_LINES]:
+        lines.append(f"  admitted, still out of service (not by nodegate): {r.node}: {r.held_by}")
+    if len(held) > HELD_LINES:
+        rest = NodeSet.fromlist([r.node for r in held[HELD_LINES:]])
+        lines.append(f"  ... and {len(held) - HELD_LINES} more admitted nodes held out: {rest}")
     return [printable(line) for line in lines]

@@ -80,6 +80,7 @@ def plan_node(doc: Mapping[str, Any], node: str, current: SlurmNode | None) -> A
             rec.result, rec.why = "unchanged", "admitted and in service"
         elif not ours(current):
             rec.result, rec.why = "unchanged", "foreign drain/down reason kept (not nodegate's)"
+            rec.held_by = f"{current.state} ({current.reason or 'no reason'})"
         else:
             rec.action, rec.why = "resume", "admitted; drained by nodegate"
     else:
