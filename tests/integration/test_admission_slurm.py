@@ -136,6 +136,10 @@ def test_slurm_drain_resume_foreign_dry_run_idempotent(sim_fleet, tmp_path: Path
     }
     assert f"Reason={reason(applied)} [" in scontrol(fleet, "show", "node", "-o", "gpu002")
     assert "slurm (applied):" in applied.stdout
+    # admitted, but the admin's drain keeps it out: named, not hidden in "none unchanged"
+    assert (
+        f"  admitted, still out of service (not by nodegate): gpu004: IDLE+DRAIN ({FOREIGN})"
+    ) in applied.stdout.splitlines()
 
     again = fleet.run(*common, "--apply")  # idempotent: nothing left to do
     assert again.rc == 1, again.stdout

@@ -182,7 +182,7 @@ def judge(erring: list[str], rule: dict[str, Any] | None = SHIPPED, failing: tup
     sel = [(c, n) for n in NODES for c in ("gpu.dcgm", "gpu.xid", "nccl.single_node.busbw")]
     d = decide(sel, res, dict.fromkeys(NODES, "p"), {})
     profiles = dict.fromkeys(NODES, p)
-    found = find_systemic(d, res, profiles)
+    found = find_systemic(d, res, profiles, "reach.ssh")
     mark_systemic(d, found)
     return admission_doc(d, NODES, META, [c for c, _ in sel], systemic=found)
 
@@ -228,6 +228,27 @@ def test_below_the_share_or_the_count_errors_reject_as_ever(
     doc = judge(erring, rule)
     assert doc["systemic"] == []
     assert {n for n, d in doc["nodes"].items() if d["state"] == "rejected"} == set(erring)
+
+
+def test_an_unreachable_nodes_errors_repeat_its_fail_and_are_not_systemic() -> None:
+    res = RunResult()
+    for n in NODES:
+        down = n != "gpu1"
+        res.add(Verdict("reach.ssh", n, Status.FAIL if down else Status.PASS, "ssh",
+                        message="unreachable: connection refused" if down else ""))  # fmt: skip
+        res.add(
+            Verdict(
+                "reach.kernel.version",
+                n,
+                Status.ERROR if down else Status.PASS,
+                "kernel",
+                message="unreachable: connection refused" if down else "",
+            )
+        )
+    sel = [(c, n) for n in NODES for c in ("reach.ssh", "reach.kernel.version")]
+    d = decide(sel, res, dict.fromkeys(NODES, "p"), {})
+    rules = dict.fromkeys(NODES, prof("p", {"systemic": SHIPPED}))
+    assert find_systemic(d, res, rules, "reach.ssh") == []
 
 
 def test_fails_are_never_systemic_by_count() -> None:

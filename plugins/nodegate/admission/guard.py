@@ -8,9 +8,10 @@ and systemic errors.
   carries the bound (`guard`), so that every action, a site's too, reads the same one.
 - **systemic**: a check that is an ERROR on more than `error_share` of the nodes of a
   profile that ran it (a verdict other than skip), and on at least `min_nodes` of them, is a
-  tool, launcher or controller problem, not the nodes': those errors become `systemic`
-  reasons, and a node with nothing else against it (only the skips that followed them) is
-  `not_qualified`: not admitted, not drained. FAILs are never systemic by count.
+  tool, launcher or controller problem, not the nodes' (nodes whose session failed are left
+  out): those errors become `systemic` reasons, and a node with nothing else against it
+  (only the skips that followed them) is `not_qualified`: not admitted, not drained. FAILs
+  are never systemic by count.
 """
 
 from __future__ import annotations
@@ -96,20 +97,32 @@ class Systemic:
 
 
 def find_systemic(
-    decisions: Mapping[str, NodeDecision], result: RunResult, profiles: Mapping[str, Profile]
+    decisions: Mapping[str, NodeDecision],
+    result: RunResult,
+    profiles: Mapping[str, Profile],
+    session_check: str,
 ) -> list[Systemic]:
     """The systemic checks of this run, per profile, by the profile's `admission.guard.systemic`.
-    Only ERRORs that block admission count (a waived one does not)."""
+    Only ERRORs that block admission count (a waived one does not), on nodes whose session
+    ran (`session_check`, reach.ssh, passed: an unreachable node's other checks are ERRORs
+    that repeat its own session FAIL)."""
+    cut = {
+        node
+        for (check, node), vs in result.verdicts.items()
+        if check == session_check and any(v.status is not Status.PASS for v in vs)
+    }
     judged: dict[tuple[str, str], set[str]] = {}
     for (check, node), vs in result.verdicts.items():
         prof = profiles.get(node)
+        if node in cut:
+            continue
         if prof is not None and any(v.status is not Status.SKIP for v in vs):
             judged.setdefault((prof.name, check), set()).add(node)
     erring: dict[tuple[str, str], list[str]] = {}
     first: dict[tuple[str, str], str] = {}
     for node, d in decisions.items():
         prof = profiles.get(node)
-        if prof is None:
+        if prof is None or node in cut:
             continue
         for r in d.reasons:
             if r.status == Status.ERROR.value:

@@ -21,6 +21,7 @@ from nodegate.core.values import Status, Verdict
 from nodegate.session.collection import SITE_PREFIX, item_key
 from nodegate.session.run_stages import ITEMS, STARTING
 from nodegate.session.state import STATE, RunState, now
+from nodegate.stages.reach import SESSION_CHECK
 from nodegate.transport.evidence import expand_evidence
 
 # Exit codes (README "Exit codes"): pytest's own, plus 1 whenever a node is rejected, 6 when
@@ -127,7 +128,11 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
     )
     # A check erroring on most nodes is a tool or controller problem: its nodes are not
     # qualified rather than rejected (admission.guard); an interrupted run admits nobody anyway.
-    systemic = [] if result.interrupted else find_systemic(decisions, result, state.profiles)
+    systemic = (
+        []
+        if result.interrupted
+        else find_systemic(decisions, result, state.profiles, SESSION_CHECK.id)
+    )
     mark_systemic(decisions, systemic)
     # The second tier (fleet-relative outliers).
     found = None if result.interrupted else find_outliers(result, state.profiles)
