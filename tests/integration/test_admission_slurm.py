@@ -233,7 +233,7 @@ def test_a_tool_failing_everywhere_drains_nobody_and_reasons_stay_one_per_cause(
     }  # fmt: skip
     assert doc["guard"] == {"max_drain": 1, "rule": "1 node", "from": "--max-drain", "nodes": 5}
     message = (
-        "slurm: REFUSED to drain 2 nodes, more than max_drain 1 (1 node of 5 nodes, from "
+        "slurm: REFUSED to drain 2 nodes, more than max_drain 1 of 5 nodes (1 node; from "
         "--max-drain); top check gpu.xid on 2 of them; nothing drained (a fleet-wide cause? else "
         "--max-drain)"
     )

@@ -344,7 +344,7 @@ def test_past_max_drain_nothing_is_tainted(tmp_path: Path, api: type[FakeCoreV1A
         ("gpu003", "none", "unchanged"), ("gpu004", "patch", "skipped"),
     ]  # fmt: skip
     assert failures == [
-        "kubernetes: REFUSED to taint 2 nodes, more than max_drain 1 (1 node of 4 nodes, from "
+        "kubernetes: REFUSED to taint 2 nodes, more than max_drain 1 of 4 nodes (1 node; from "
         "--max-drain); top check gpu.xid on 2 of them; nothing tainted (a fleet-wide cause? else "
         "--max-drain)"
     ]

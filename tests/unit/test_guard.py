@@ -280,7 +280,7 @@ def test_past_max_drain_the_take_out_is_refused_naming_counts_and_top_check() ->
     assert refusal("slurm", "drain", doc, recs(doc)) == {
         "take_out": 4, "max_drain": 2, "rule": "2 nodes", "from": "--max-drain", "nodes": 4,
         "top_check": "gpu.xid", "top_check_nodes": 3,
-        "message": "slurm: REFUSED to drain 4 nodes, more than max_drain 2 (2 nodes of 4 nodes, "
+        "message": "slurm: REFUSED to drain 4 nodes, more than max_drain 2 of 4 nodes (2 nodes; "
         "from --max-drain); top check gpu.xid on 3 of them; nothing drained (a fleet-wide cause? "
         "else --max-drain)",
     }  # fmt: skip

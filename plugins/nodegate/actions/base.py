@@ -195,9 +195,9 @@ def refusal(
     top, top_n = min(checks.items(), key=lambda kv: (-kv[1], kv[0]))
     n = len(take_out)
     message = (
-        f"{target}: REFUSED to {verb} {n} nodes, more than max_drain {limit} "
-        f"({guard['rule']} of {guard['nodes']} nodes, from {guard['from']}); top check {top} "
-        f"on {top_n} of them; nothing {verb}ed (a fleet-wide cause? else --max-drain)"
+        f"{target}: REFUSED to {verb} {n} nodes, more than max_drain {limit} of "
+        f"{guard['nodes']} nodes ({guard['rule']}; from {guard['from']}); top check {top} on "
+        f"{top_n} of them; nothing {verb}ed (a fleet-wide cause? else --max-drain)"
     )
     return {
         "take_out": n,
