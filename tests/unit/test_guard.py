@@ -333,3 +333,12 @@ def test_the_slurm_action_refuses_drains_but_still_resumes(tmp_path: Path) -> No
     ]  # fmt: skip
     assert failures[0].startswith("slurm: REFUSED to drain 4 nodes, more than max_drain 2")
     assert act.lines[-1] == failures[0]
+
+
+def test_a_run_with_only_systemic_errors_exits_1_not_6() -> None:
+    from nodegate.session.finish import EXIT_NOT_QUALIFIED, EXIT_REJECTED, _exit_for
+
+    doc = judge(["gpu1", "gpu2", "gpu3", "gpu4"])
+    assert doc["summary"] == {"nodes": 6, "admitted": 2, "rejected": 0, "not_qualified": 4}
+    assert _exit_for(doc) == EXIT_REJECTED
+    assert _exit_for({**doc, "systemic": []}) == EXIT_NOT_QUALIFIED
