@@ -297,3 +297,42 @@ def test_a_tool_failing_everywhere_drains_nobody_and_reasons_stay_one_per_cause(
         "already drained by nodegate for this cause"
     ] * 2
     assert {n: reason_field(fleet, n) for n in after} == shown
+
+
+def test_a_fail_on_every_node_past_the_shipped_bound_drains_nobody(
+    sim_fleet, tmp_path: Path
+) -> None:
+    # #21 item 1: a driver below the profile's floor on all 9 nodes fails every node (a FAIL
+    # is never systemic: a bad rollout really fails them all); 9 drains are more than the
+    # shipped bound (10 % or 8 nodes, whichever is larger): none is drained.
+    model = base_model(9)
+    model["hardware"]["nvidia_driver"] = "525.147.05"
+    fleet = sim_fleet(model, slurm=True)
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "gate-h100.yaml").write_text(PROFILE)
+    before = states(fleet)
+    run = fleet.run("--profiles-dir", str(tmp_path / "profiles"), "--profile", "gate-h100",
+                    "--act", "slurm", "--apply", "-m", "reach or pcie_gpu")  # fmt: skip
+    assert run.rc == 8, run.stdout
+    doc = run.admission
+    assert (doc["summary"]["rejected"], doc["systemic"]) == (9, [])
+    assert {tuple(sorted({r["check"] for r in d["reasons"]})) for d in doc["nodes"].values()} == {
+        ("gpu.driver", "reach.driver.version")
+    }
+    slurm = actions(run)
+    refused = slurm["refused"]
+    assert (refused["take_out"], refused["max_drain"], refused["rule"], refused["from"]) == (
+        9, 8, "10% or 8 nodes, whichever is larger",
+        "profile gate-h100 admission.guard.max_drain",
+    )  # fmt: skip
+    # each node's main cause: its first failure (in item order) of the worst class, both
+    # fix_config here
+    top = "gpu.driver"
+    assert (refused["top_check"], refused["top_check_nodes"]) == (top, 9)
+    assert (
+        "slurm: REFUSED to drain 9 nodes, more than max_drain 8 of 9 nodes (10% or 8 nodes, "
+        "whichever is larger; from profile gate-h100 admission.guard.max_drain); top check "
+        f"{top} on 9 of them; nothing drained (a fleet-wide cause? else --max-drain)"
+    ) in run.stdout.splitlines()
+    assert {(a["action"], a["result"]) for a in slurm["actions"]} == {("drain", "skipped")}
+    assert states(fleet) == before == {n: ("idle", "none") for n in model_nodes(9)}
