@@ -68,6 +68,21 @@ def test_a_new_reason_never_nests_nodegates_old_one() -> None:
     )
 
 
+def test_a_node_judged_unreachable_because_nodegate_drained_it_keeps_its_reason() -> None:
+    ssh = {"check": "reach.ssh", "status": "fail", "component": "ssh",
+           "message": f"unreachable: Slurm reports gpu014 IDLE+DRAIN ({REASON})",
+           "remediation_class": "reboot"}  # fmt: skip
+    rec = plan_node(doc("rejected", [ssh]), "gpu001", SlurmNode("n01", "IDLE+DRAIN", REASON))
+    assert (rec.action, rec.result, rec.why, rec.reason) == (
+        "none", "unchanged", "held by nodegate's own drain: its reason kept", None
+    )  # fmt: skip
+    # another's drain quoted: not ours to keep or replace
+    admin = SlurmNode("n01", "IDLE+DRAIN", "admin: bios")
+    assert plan_node(doc("rejected", [ssh]), "gpu001", admin).why == (
+        "foreign reason kept (not set by nodegate)"
+    )
+
+
 def doc(state: str, reasons: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     node = {"state": state, "reasons": reasons or [], "labels": {"slurm_node": "n01"}}
     return {"run_id": "r1", "nodes": {"gpu001": node}}

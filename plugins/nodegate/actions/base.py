@@ -111,6 +111,13 @@ _CLASS_TAIL = re.compile(r" \(([a-z_]+)\)(?: \+\d+ more)?$")
 _NESTED = re.compile(r"\s*(\()?" + re.escape(REASON_PREFIX) + r"[A-Za-z0-9_.-]+: ")
 
 
+def quotes_ours(reasons: list[dict[str, Any]]) -> bool:
+    """Whether the main cause's message quotes a nodegate reason: the node could not be
+    judged because nodegate's own drain holds it (a transport that reports Slurm's state)."""
+    main = main_reason(reasons)
+    return main is not None and _NESTED.search(str(main.get("message") or "")) is not None
+
+
 def without_nested(text: str) -> str:
     """`text` less any nodegate reason it quotes, so that a new reason never nests an old one:
     `... IDLE+DRAIN (nodegate r1: gpu.xid GPU2 ... (rma))` -> `... IDLE+DRAIN`."""

@@ -22,6 +22,7 @@ from nodegate.actions.base import (
     cause_head,
     intent,
     not_actionable,
+    quotes_ours,
     reason_text,
     record,
     refusal,
@@ -69,6 +70,9 @@ def plan_node(doc: Mapping[str, Any], node: str, current: SlurmNode | None) -> A
         reason = reason_text(doc["run_id"], d["reasons"], REASON_MAX)
         if current.reason is not None and not ours(current):
             rec.result, rec.why = "unchanged", "foreign reason kept (not set by nodegate)"
+        elif current.drained and ours(current) and quotes_ours(d["reasons"]):
+            # Not judged because our own drain holds it: what it was drained for still stands.
+            rec.result, rec.why = "unchanged", "held by nodegate's own drain: its reason kept"
         elif current.drained and same_cause(current.reason, cause_head(d["reasons"])):
             # Idempotent: an earlier run's drain for the same cause keeps its reason and time
             # (no scontrol update); a new cause replaces nodegate's reason, never nests it.
