@@ -13,7 +13,7 @@ import pytest
 from nodegate.actions.base import ActionRecord, refusal
 from nodegate.actions.slurm import SlurmAction
 from nodegate.admission.gate import admission_doc, decide
-from nodegate.admission.guard import drain_bound, find_systemic, mark_systemic
+from nodegate.admission.guard import SystemicRule, drain_bound, find_systemic, mark_systemic
 from nodegate.core import schemas
 from nodegate.core.drainlimit import DEFAULT, DrainLimit
 from nodegate.core.errors import ConfigError
@@ -342,3 +342,15 @@ def test_a_run_with_only_systemic_errors_exits_1_not_6() -> None:
     assert doc["summary"] == {"nodes": 6, "admitted": 2, "rejected": 0, "not_qualified": 4}
     assert _exit_for(doc) == EXIT_REJECTED
     assert _exit_for({**doc, "systemic": []}) == EXIT_NOT_QUALIFIED
+
+
+@pytest.mark.parametrize(
+    "name", ["generic-hgx-h100", "hgx-h100-roce", "nd-a100-v4", "nd-h100-v5", "nd-h200-v5"]
+)
+def test_every_shipped_profile_bounds_its_actions_with_cited_values(name: str) -> None:
+    p = ProfileLibrary([ROOT / "inventories" / "profiles"]).get(name)
+    assert (SystemicRule.of(p), DrainLimit.of_data(p.data["admission"]["guard"]["max_drain"])) == (
+        SystemicRule(0.5, 4), DEFAULT
+    )  # fmt: skip
+    for key in ("admission.guard.max_drain", "admission.guard.systemic"):
+        assert p.data["sources"][key].startswith("Site policy"), key
