@@ -349,3 +349,23 @@ def test_past_max_drain_nothing_is_tainted(tmp_path: Path, api: type[FakeCoreV1A
         "--max-drain)"
     ]
     assert k["refused"]["message"] == failures[0]
+
+
+def test_a_dry_run_with_a_kubeconfig_reads_the_nodes_and_shows_the_exact_patch(
+    tmp_path: Path, api: type[FakeCoreV1Api]
+) -> None:
+    api.nodes = {"gpu001": node_doc({}, [GPU]), "gpu002.k8s.example": node_doc({}, [GPU])}
+    failures: list[str] = []
+    KubernetesAction(False, tmp_path / "kc", failures).pytest_nodegate_admission(doc(), tmp_path)
+    assert api.patched == [] and failures == []  # read, never written
+    patches = json.loads((tmp_path / PATCHES_FILE).read_text())
+    assert sorted(patches) == ["gpu001", "gpu002"]  # gpu001: labels to set, no taint touched
+    assert [op for op in patches["gpu001"]["patch"] if "taints" in op["path"]] == []
+    got = apply_patch(api.nodes["gpu002.k8s.example"], patches["gpu002"]["patch"])
+    assert got["spec"]["taints"] == [GPU, OURS]
+    k = json.loads((tmp_path / "actions.json").read_text())["targets"]["kubernetes"]
+    assert [(a["node"], a["result"], a["before"]) for a in k["actions"]] == [
+        ("gpu001", "planned", {"labels": {}, "taints": [GPU]}),
+        ("gpu002", "planned", {"labels": {}, "taints": [GPU]}),
+        ("gpu003", "unchanged", None),
+    ]
