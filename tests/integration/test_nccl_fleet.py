@@ -274,8 +274,9 @@ def doc_commands(run, node: str) -> dict[str, Any]:
     return commands
 
 
-def test_srun_healthy_fleet_passes_and_slow_node_is_named(sim_fleet):
-    fleet = sim_fleet(nccl_model(8, {"gpu006": [{"nccl_slow": "all"}]}), slurm=True)
+def test_srun_in_the_slurm_transport_s_allocation_slow_node_is_named(sim_fleet):
+    # --transport slurm: every job a step of the run's allocation (taken on first use)
+    fleet = sim_fleet(nccl_model(8, {"gpu006": [{"nccl_slow": "all"}]}), transport="slurm")
     run = run_nccl(fleet, launcher="srun")
     assert run.rc == 1, run.stdout
     loc = doc(run, "localization")
@@ -284,6 +285,8 @@ def test_srun_healthy_fleet_passes_and_slow_node_is_named(sim_fleet):
     assert_only(run, 8, {"nccl.whole.busbw": fail, "nccl.localized": fail})
     launcher = doc(run, "plan")["launcher"]
     assert launcher == "srun"
+    cmd = doc_commands(run, "gpu006")["r1-single-gpu006"]["cmd"]
+    assert cmd.startswith("srun --jobid=") and " --overlap --overcommit -N 1 " in cmd, cmd
     assert_clean(run, 8)
 
 

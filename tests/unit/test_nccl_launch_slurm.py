@@ -70,8 +70,8 @@ def test_mpirun_over_ssh_is_unchanged():
 
 def test_srun_in_the_allocation_is_a_step_of_it():
     argv = srun_argv(profile(), ["gpu001", "gpu002"], 60, "nodegate-nccl-x", job="42")
-    assert argv[:8] == ["srun", "--jobid=42", "--overlap", "-N", "2", "--ntasks-per-node=8",
-                        "--mpi=none", "-w"]  # fmt: skip
+    assert argv[:9] == ["srun", "--jobid=42", "--overlap", "--overcommit", "-N", "2",
+                        "--ntasks-per-node=8", "--mpi=none", "-w"]  # fmt: skip
     assert "--jobid=42" not in srun_argv(profile(), ["gpu001"], 60, "nodegate-nccl-x")
 
 

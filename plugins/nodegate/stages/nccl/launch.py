@@ -7,9 +7,9 @@ Under `--transport slurm` (`Transport.placement`) a job whose nodes are all in t
 allocation stays inside it: mpirun's hostfile names the nodes as Slurm does and Open MPI starts
 its daemons with `srun --overlap` (`plm slurm`), the slots coming from the hostfile (`ras
 ^slurm`: the allocation's one CPU per node would refuse a second rank); srun runs as a step of
-the allocation (`--jobid --overlap`). A job with a node the scheduler holds (drained, reached
-over SSH) is launched as over SSH, data-plane hostfile and `plm rsh`, even from a first node
-inside a Slurm step; srun cannot start ranks there and says so.
+the allocation (`--jobid --overlap --overcommit`). A job with a node the scheduler holds
+(drained, reached over SSH) is launched as over SSH, data-plane hostfile and `plm rsh`, even
+from a first node inside a Slurm step; srun cannot start ranks there and says so.
 
 mpirun runs through the ledger's spawn on the first node, so it carries NODEGATE_SPAWN and is
 killed by PID; `-x NODEGATE_SPAWN` passes the tag to every rank on every node. srun is a local
@@ -141,9 +141,12 @@ async def run_mpirun(
 def srun_argv(
     prof: NcclProfile, nodes: Sequence[str], timeout_s: float, name: str, job: str | None = None
 ) -> list[str]:
-    """srun's arguments; `job`: the allocation the ranks run in (a step of it), else their own."""
+    """srun's arguments; `job`: the allocation the ranks run in (a step of it), else their own.
+
+    A step of the allocation may start more ranks than the CPUs the allocation holds on a
+    node (`--overcommit`: the run's allocation asks for nodes, one CPU each by default)."""
     minutes = max(1, int(timeout_s // 60) + 1)  # Slurm's own limit, past ours
-    inside = [f"--jobid={job}", "--overlap"] if job is not None else []
+    inside = [f"--jobid={job}", "--overlap", "--overcommit"] if job is not None else []
     return [
         "srun", *inside, "-N", str(len(nodes)), f"--ntasks-per-node={prof.ranks_per_node}",
         f"--mpi={prof.srun_mpi}", "-w", ",".join(nodes), "-J", name,
