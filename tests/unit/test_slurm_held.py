@@ -79,3 +79,23 @@ def test_a_held_node_is_not_qualified_and_in_no_remediation_class() -> None:
     bad = Verdict("reach.kernel.version", "gpu2", Status.FAIL, "kernel", "x", "y", message="m")
     out = doc(*ok, *held_verdicts()[:-1], bad)
     assert out["nodes"]["gpu2"]["state"] == "rejected"
+
+
+def test_only_a_fallback_session_that_never_got_in_makes_a_held_node_not_tested() -> None:
+    from nodegate.transport.local import LocalTransport
+    from nodegate.transport.slurm import SlurmTransport
+
+    t = SlurmTransport([], fallback=LocalTransport())
+    t.held["gpu2"] = "drained by root: bios update"
+    for reach in (Reach.UNREACHABLE, Reach.AUTH_FAILED, Reach.HOSTKEY_UNKNOWN):
+        got = t._held_outcome(NodeOutcome("gpu2", reach, {}, "connection refused"))
+        assert (got.reach, got.detail) == (
+            Reach.HELD,
+            f"drained by root: bios update; not tested (over SSH: {reach.value}: connection "
+            "refused)",
+        )
+    for reach in (Reach.HOSTKEY_CHANGED, Reach.TIMEOUT, Reach.ERROR, Reach.OK):
+        same = NodeOutcome("gpu2", reach, {}, "x")
+        assert t._held_outcome(same) is same
+    other = NodeOutcome("gpu3", Reach.UNREACHABLE, {}, "x")  # not held: a dead node as ever
+    assert t._held_outcome(other) is other

@@ -52,11 +52,10 @@ from nodegate.transport.srun_output import LabelledStream
 
 # srun's messages that say a node could not take its task (the step is then aborted for all)
 _LAUNCH_FAILED = re.compile(r"(?:failed on node|Node failure on) ([^\s:]+)")
-# A fallback session that never got in: for a held node, not tested rather than dead.
-_NEVER_IN = frozenset(
-    {Reach.UNREACHABLE, Reach.TIMEOUT, Reach.AUTH_FAILED, Reach.HOSTKEY_UNKNOWN}
-    | {Reach.HOSTKEY_CHANGED, Reach.ERROR}
-)
+# A fallback session that never got in: for a held node, not tested rather than dead (a site
+# whose nodes take no SSH from here refuses, or does not know, the key). A changed host key
+# stays what it is (someone in the path?), and so does a session that got in and failed.
+_NEVER_IN = frozenset({Reach.UNREACHABLE, Reach.AUTH_FAILED, Reach.HOSTKEY_UNKNOWN})
 
 
 class SlurmTransport(Transport):
