@@ -26,17 +26,33 @@ TAIL = (
     "-x NCCL_COMM_ID -x NODEGATE_SPAWN all_reduce_perf -b 1048576 -e 8589934592 -f 2 -g 1 "
     "-c 1 -n 20 -w 5"
 )
-# Open MPI 4.1.4's message for a hostfile with a node Slurm's allocation does not hold (the
-# issue's: the data-plane address given where the allocation knows `gpu002`)
+# Open MPI 4.1.4 (Debian) mpirun in a Slurm 22.05.8 step, a hostfile of data-plane addresses
+# (the issue's): its stderr as captured on the simulated fleet, the step's own srun line last
 BAR = "-" * 74
 NOT_IN_ALLOCATION = "\n".join([
-    BAR, "A hostfile was provided that contains at least one node not present",
-    "in the allocation:", "", "  hostfile:  /tmp/nodegate-nccl-hosts.Ab12Cd",
-    "  node:      127.83.0.2", "",
-    "If you are operating in a resource-managed environment, then only",
-    "nodes that are in the allocation can be used in the hostfile. You",
-    "may find relative node names being used to specify the hostfile", "",
-    "Please correct the situation and try again.", BAR, "",
+    BAR,
+    'A hostfile was provided that contains at least one node not',
+    'present in the allocation:',
+    '',
+    '  hostfile:  /tmp/nodegate-nccl-hosts.Ab12Cd',
+    '  node:      127.83.0.2',
+    '',
+    'If you are operating in a resource-managed environment, then only',
+    'nodes that are in the allocation can be used in the hostfile. You',
+    'may find relative node syntax to be a useful alternative to',
+    'specifying absolute node names see the orte_hosts man page for',
+    'further information.',
+    BAR,
+    BAR,
+    'An internal error has occurred in ORTE:',
+    '',
+    "[[9702,0],0] FORCE-TERMINATE AT (null):1 - error "
+    "../../../../../../orte/mca/plm/slurm/plm_slurm_module.c(475)",
+    '',
+    'This is something that should be reported to the developers.',
+    BAR,
+    'srun: error: gpu001: task 0: Exited with exit code 1',
+    '',
 ])  # fmt: skip
 
 

@@ -396,6 +396,9 @@ class SlurmTransport(Transport):
         if node in self._blocked:
             s = self._blocked[node]
             raise SpawnError(node, s.reach.value, s.detail)
+        if self.alloc is None:  # scontrol or salloc failed: the stage's sessions said why
+            why = self._alloc_error or "no Slurm allocation (scontrol did not answer)"
+            raise SpawnError(node, Reach.ERROR.value, f"slurm: {why}")
         p = SrunProcess(node, cmd, timeout_s, self)
         step = f"nodegate-spawn-{secrets.token_hex(4)}"
         argv = self._srun_argv([self.slurm_names[node]], step, "--input=none")
