@@ -85,7 +85,7 @@ def test_only_a_fallback_session_that_never_got_in_makes_a_held_node_not_tested(
     from nodegate.transport.local import LocalTransport
     from nodegate.transport.slurm import SlurmTransport
 
-    t = SlurmTransport([], fallback=LocalTransport())
+    t = SlurmTransport([], fallback=LocalTransport)
     t.held["gpu2"] = "drained by root: bios update"
     for reach in (Reach.UNREACHABLE, Reach.AUTH_FAILED, Reach.HOSTKEY_UNKNOWN):
         got = t._held_outcome(NodeOutcome("gpu2", reach, {}, "connection refused"))
@@ -99,3 +99,21 @@ def test_only_a_fallback_session_that_never_got_in_makes_a_held_node_not_tested(
         assert t._held_outcome(same) is same
     other = NodeOutcome("gpu3", Reach.UNREACHABLE, {}, "x")  # not held: a dead node as ever
     assert t._held_outcome(other) is other
+
+
+def test_the_ssh_fallback_is_built_once_and_a_bad_one_says_why() -> None:
+    from nodegate.core.errors import ConfigError
+    from nodegate.transport.local import LocalTransport
+    from nodegate.transport.slurm import SlurmTransport
+
+    built: list[LocalTransport] = []
+    t = SlurmTransport([], fallback=lambda: built.append(LocalTransport()) or built[-1])
+    assert t.fallback is None  # nothing built until a held node needs it
+    assert t._over_ssh() is t._over_ssh() is built[0] and len(built) == 1
+
+    def bad() -> LocalTransport:
+        raise ConfigError("inv.yaml: nodes.gpu2.ssh.port: not a port")
+
+    t = SlurmTransport([], fallback=bad)
+    assert t._over_ssh() is None
+    assert t._fallback_error == "inv.yaml: nodes.gpu2.ssh.port: not a port"

@@ -53,9 +53,12 @@ def _slurm(settings: Settings, nodes: Sequence[Node], evidence: EvidenceWriter) 
 
     job = f"nodegate-{settings.run_id}" if settings.run_id else "nodegate"
     # Nodes Slurm holds (drained, set down) run over SSH: requalification after maintenance.
-    ssh = _ssh(settings, nodes, evidence)
     return SlurmTransport(
-        nodes, fanout=settings.fanout, evidence=evidence, job_name=job, fallback=ssh
+        nodes,
+        fanout=settings.fanout,
+        evidence=evidence,
+        job_name=job,
+        fallback=lambda: _ssh(settings, nodes, evidence),
     )
 
 

@@ -9,7 +9,8 @@ their own name (the mapping `--act slurm` uses). Allocation and node states: `sl
 
 A node Slurm holds out of service on purpose (drained, or set DOWN by someone:
 `slurm_jobs.held`) is what requalification after maintenance is about, and Slurm will not run
-a step there: such nodes go to the `fallback` transport (SSH: the factory's), stage scripts
+a step there: such nodes go to the `fallback` transport (SSH: the factory's, built when a
+held node is first met, so a run without one never reads SSH settings), stage scripts
 and spawns alike; a held node SSH cannot reach either is `Reach.HELD` ("drained by <who>:
 <reason>; not tested"), not a dead node.
 """
@@ -25,6 +26,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from nodegate.core.errors import ConfigError
 from nodegate.core.settings import DEFAULT_FANOUT
 from nodegate.core.values import CommandSpec, NodeOutcome, Part, Reach
 from nodegate.inventory import Node
@@ -71,7 +73,7 @@ class SlurmTransport(Transport):
         evidence: EvidenceWriter | None = None,
         env: Mapping[str, str] | None = None,
         job_name: str = "nodegate",
-        fallback: Transport | None = None,
+        fallback: Callable[[], Transport] | None = None,
     ) -> None:
         super().__init__(fanout=fanout, evidence=evidence)
         self.env = dict(env if env is not None else os.environ)
@@ -86,7 +88,9 @@ class SlurmTransport(Transport):
         self._lock: asyncio.Lock | None = None
         self._blocked: dict[str, Session] = {}  # node -> why it runs nothing (last check)
         self._addresses: dict[str, str] | None = None
-        self.fallback = fallback
+        self.make_fallback = fallback
+        self.fallback: Transport | None = None  # built on first use
+        self._fallback_error: str | None = None  # why it could not be built
         self.held: dict[str, str] = {}  # node -> why Slurm holds it (run through `fallback`)
         self._states_read = False
 
@@ -128,7 +132,7 @@ class SlurmTransport(Transport):
         for n in nodes:
             self.held.pop(n, None)
             now = states.get(self.slurm_names[n])
-            if self.fallback is not None and now is not None and held(now):
+            if self.make_fallback is not None and now is not None and held(now):
                 self.held[n] = held_why(now)
                 continue
             why = out_of_service(self.slurm_names[n], now)
@@ -187,12 +191,27 @@ class SlurmTransport(Transport):
             await asyncio.gather(*(one(n) for n in names if n not in held))
 
         async def over_fallback() -> None:
-            if held and self.fallback is not None:
-                await self.fallback.stream_stage(
-                    stage, held, lambda o: on_outcome(self._held_outcome(o))
-                )
+            if not held:
+                return
+            ssh = self._over_ssh()
+            if ssh is not None:
+                await ssh.stream_stage(stage, held, lambda o: on_outcome(self._held_outcome(o)))
+                return
+            for n in held:
+                s = Session(Reach.UNREACHABLE, detail=self._fallback_error or "no SSH transport")
+                o = await self.outcome(n, stage, scripts[tuple(plan[n])], s, t0)
+                on_outcome(self._held_outcome(o))
 
         await asyncio.gather(over_slurm(), over_fallback())
+
+    def _over_ssh(self) -> Transport | None:
+        """The fallback transport, built once; None (and why) when it cannot be."""
+        if self.fallback is None and self.make_fallback is not None and not self._fallback_error:
+            try:
+                self.fallback = self.make_fallback()
+            except ConfigError as exc:  # an inventory's SSH settings nodegate cannot use
+                self._fallback_error = str(exc)
+        return self.fallback
 
     def _held_outcome(self, o: NodeOutcome) -> NodeOutcome:
         """A held node's outcome over the fallback; one it never got into is HELD: the node
@@ -206,8 +225,11 @@ class SlurmTransport(Transport):
         bad = await self._prepare([node])
         if node in bad:
             return bad[node]
-        if node in self.held and self.fallback is not None:
-            return await self.fallback._session(node, script)
+        if node in self.held:
+            ssh = self._over_ssh()
+            if ssh is None:
+                return Session(Reach.UNREACHABLE, detail=self._fallback_error or "no SSH")
+            return await ssh._session(node, script)
         return (await self._step([node], script))[node]
 
     async def _step(self, nodes: list[str], script: StageScript) -> dict[str, Session]:
@@ -391,8 +413,12 @@ class SlurmTransport(Transport):
             raise SpawnError(node, Reach.ERROR.value, "not a node of this run")
         if not self._states_read:
             await self._prepare([node])
-        if node in self.held and self.fallback is not None:
-            return await self.fallback.spawn(node, command, timeout_s)
+        if node in self.held:
+            ssh = self._over_ssh()
+            if ssh is None:
+                why = f"{self.held[node]}; not tested (over SSH: {self._fallback_error})"
+                raise SpawnError(node, Reach.HELD.value, why)
+            return await ssh.spawn(node, command, timeout_s)
         if node in self._blocked:
             s = self._blocked[node]
             raise SpawnError(node, s.reach.value, s.detail)
