@@ -15,7 +15,7 @@ import pytest
 import yaml
 from nodegate.sim.fleet import build_fleet
 
-from tests.integration.conftest import SimFleet, base_model
+from tests.integration.conftest import REPO, SimFleet, base_model
 
 pytestmark = pytest.mark.integration
 
@@ -64,9 +64,9 @@ def test_same_fleet_same_verdicts_over_ssh_and_slurm(sim_fleet):
 
 
 def every_stage_profile(fleet: SimFleet) -> Path:
-    """generic-hgx-h100 with 2 GPUs per node in nccl (a short sweep, mpirun through the
-    fleet's ssh_config, Open MPI's own traffic on loopback); the default policy: every check
-    of every stage."""
+    """hgx-h100-roce (RoCE rails: every stage has checks to run) with 2 GPUs per node in nccl
+    (a short sweep, mpirun through the fleet's ssh_config, Open MPI's own traffic on
+    loopback); the default policy: every check of every stage."""
     d = fleet.tmp / "profiles"
     d.mkdir(exist_ok=True)
     agent = f"ssh -F {fleet.fleet.root / 'ssh_config'} -p 2222"
@@ -81,22 +81,22 @@ def every_stage_profile(fleet: SimFleet) -> Path:
                     "btl_tcp_if_include": "lo"},
         },
     }  # fmt: skip
-    doc = {"name": "sim-all", "description": "generic-hgx-h100, 2 GPUs per node in nccl",
-           "extends": "generic-hgx-h100", "nccl": nccl}  # fmt: skip
+    doc = {"name": "sim-all", "description": "hgx-h100-roce, 2 GPUs per node in nccl",
+           "extends": "hgx-h100-roce", "nccl": nccl}  # fmt: skip
     (d / "sim-all.yaml").write_text(yaml.safe_dump(doc))
     return d
 
 
 def test_every_stage_same_verdicts_over_ssh_and_slurm_a_drained_node_over_ssh(sim_fleet):
-    model = base_model(
-        8,
-        faults={
-            "gpu002": [{"xid": "79@2"}],
-            "gpu003": [{"hca_old_firmware": "mlx5_5"}],
-            "gpu004": [{"slow_rail": "2"}],
-            "gpu005": [{"nccl_slow": "all"}],
-        },
-    )
+    model = yaml.safe_load((REPO / "inventories" / "sim" / "roce-demo.yaml").read_text())
+    model.update(name="every-stage", nodes="gpu[001-008]")
+    model["faults"] = {
+        "gpu002": [{"xid": "79@2"}],
+        "gpu003": [{"hca_old_firmware": "mlx5_5"}],
+        "gpu004": [{"pfc_off": "1"}],
+        "gpu005": [{"slow_rail": "2"}],
+        "gpu007": [{"nccl_slow": "all"}],
+    }
     model["hardware"]["nccl"] = {"gpus": 2}
     fleet = sim_fleet(model, slurm=True)
     # An admin's drain: Slurm runs no step there; the Slurm transport reaches it over SSH.
@@ -118,16 +118,17 @@ def test_every_stage_same_verdicts_over_ssh_and_slurm_a_drained_node_over_ssh(si
     assert failing == {
         "gpu002": ["gpu.xid"],
         "gpu003": ["hca.firmware.uniform", "hca.firmware.version"],
-        "gpu004": ["ib_pairs.rail.bandwidth"],
-        "gpu005": ["nccl.localized", "nccl.whole.busbw"],
+        "gpu004": ["roce.fleet.uniform", "roce.qos.pfc"],
+        "gpu005": ["ib_pairs.rail.bandwidth"],
+        "gpu007": ["nccl.localized", "nccl.whole.busbw"],
     }, failing
-    assert slurm.admitted() == ssh.admitted() == ["gpu001", "gpu006", "gpu007", "gpu008"]
+    assert slurm.admitted() == ssh.admitted() == ["gpu001", "gpu006", "gpu008"]
     # nccl over Slurm: mpirun inside the allocation names the nodes as Slurm does; a job with
     # the drained node launches as over SSH (data-plane hostfile, plm rsh) from its Slurm step
     cmds = json.loads((slurm.run_dir / "raw" / "gpu001" / "nccl.json").read_text())["commands"]
     single = cmds["r1-single-gpu001"]["cmd"]
     assert "'gpu001 slots=2'" in single and "--mca plm slurm" in single
-    whole = cmds["r2-whole-5"]["cmd"]
+    whole = cmds["r2-whole-4"]["cmd"]
     assert "--mca plm rsh" in whole and "gpu006 slots" not in whole, whole
     # the drained node was reached over SSH (its one connection), the others through Slurm
     assert (ssh.verdicts["connections"], slurm.verdicts["connections"]) == (8, 1)
