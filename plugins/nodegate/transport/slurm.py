@@ -175,10 +175,10 @@ class SlurmTransport(Transport):
             if key not in scripts:
                 scripts[key] = build_script(key, max_bytes=self.max_output_bytes)
         sessions = await self._prepare(names)
-        held = {n: plan[n] for n in names if n in self.held}
+        by_ssh = {n: plan[n] for n in names if n in self.held}
         groups: dict[tuple[CommandSpec, ...], list[str]] = {}
         for n in names:
-            if n not in sessions and n not in held:
+            if n not in sessions and n not in by_ssh:
                 groups.setdefault(tuple(plan[n]), []).append(n)
 
         async def one(n: str) -> None:
@@ -188,16 +188,16 @@ class SlurmTransport(Transport):
             steps = (self._step(g, scripts[k]) for k, g in groups.items())
             for got in await asyncio.gather(*steps):
                 sessions.update(got)
-            await asyncio.gather(*(one(n) for n in names if n not in held))
+            await asyncio.gather(*(one(n) for n in names if n not in by_ssh))
 
         async def over_fallback() -> None:
-            if not held:
+            if not by_ssh:
                 return
             ssh = self._over_ssh()
             if ssh is not None:
-                await ssh.stream_stage(stage, held, lambda o: on_outcome(self._held_outcome(o)))
+                await ssh.stream_stage(stage, by_ssh, lambda o: on_outcome(self._held_outcome(o)))
                 return
-            for n in held:
+            for n in by_ssh:
                 s = Session(Reach.UNREACHABLE, detail=self._fallback_error or "no SSH transport")
                 o = await self.outcome(n, stage, scripts[tuple(plan[n])], s, t0)
                 on_outcome(self._held_outcome(o))
@@ -227,9 +227,15 @@ class SlurmTransport(Transport):
             return bad[node]
         if node in self.held:
             ssh = self._over_ssh()
-            if ssh is None:
-                return Session(Reach.UNREACHABLE, detail=self._fallback_error or "no SSH")
-            return await ssh._session(node, script)
+            s = (
+                Session(Reach.UNREACHABLE, detail=self._fallback_error or "no SSH transport")
+                if ssh is None
+                else await ssh._session(node, script)
+            )
+            if s.reach in _NEVER_IN and not s.stdout:  # as _held_outcome, one node's session
+                why = f"{self.held[node]}; not tested (over SSH: {s.reach.value}: {s.detail})"
+                return Session(Reach.HELD, detail=why)
+            return s
         return (await self._step([node], script))[node]
 
     async def _step(self, nodes: list[str], script: StageScript) -> dict[str, Session]:
