@@ -350,3 +350,18 @@ def test_chaos_one_node_cut_in_each_round_rejects_only_the_cut_nodes(sim_fleet):
     assert set(loc["lost"]) <= set(gone) and loc["fault_needs_group"] is None
     assert loc["named"] == [] and loc["not_confirmed"] == []
     assert {s for n, s in loc["status"].items() if n not in gone} == {"cleared"}
+
+
+def test_a_launcher_that_cannot_start_is_an_error_in_its_own_words(sim_fleet):
+    fleet = sim_fleet(nccl_model(3, {"gpu002": [{"missing": "mpirun"}]}))
+    run = run_nccl(fleet)
+    assert run.rc == 1, run.stdout
+    assert statuses(run, "nccl.single_node.busbw") == only(3, {"gpu002": "error"})
+    msg = verdicts(run, "nccl.single_node.busbw")["gpu002"]["message"]
+    # the launcher's own words, not "no '# nThread ... nGpus' header" of an output it never had
+    assert msg == (
+        "single-gpu002 (round 1): mpirun exited 127: sh: 1: mpirun: not found [all_reduce_perf "
+        "1048576-268435456 B x4, 2 ranks/node via mpirun, judged at 268435456 B; floor busbw "
+        ">= 430 GB/s, avg >= 280]"
+    )
+    assert sorted(run.admitted()) == ["gpu001", "gpu003"]
