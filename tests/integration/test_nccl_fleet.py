@@ -274,8 +274,9 @@ def doc_commands(run, node: str) -> dict[str, Any]:
     return commands
 
 
-def test_srun_healthy_fleet_passes_and_slow_node_is_named(sim_fleet):
-    fleet = sim_fleet(nccl_model(8, {"gpu006": [{"nccl_slow": "all"}]}), slurm=True)
+def test_srun_in_the_slurm_transport_s_allocation_slow_node_is_named(sim_fleet):
+    # --transport slurm: every job a step of the run's allocation (taken on first use)
+    fleet = sim_fleet(nccl_model(8, {"gpu006": [{"nccl_slow": "all"}]}), transport="slurm")
     run = run_nccl(fleet, launcher="srun")
     assert run.rc == 1, run.stdout
     loc = doc(run, "localization")
@@ -284,6 +285,8 @@ def test_srun_healthy_fleet_passes_and_slow_node_is_named(sim_fleet):
     assert_only(run, 8, {"nccl.whole.busbw": fail, "nccl.localized": fail})
     launcher = doc(run, "plan")["launcher"]
     assert launcher == "srun"
+    cmd = doc_commands(run, "gpu006")["r1-single-gpu006"]["cmd"]
+    assert cmd.startswith("srun --jobid=") and " --overlap --overcommit -N 1 " in cmd, cmd
     assert_clean(run, 8)
 
 
@@ -347,3 +350,18 @@ def test_chaos_one_node_cut_in_each_round_rejects_only_the_cut_nodes(sim_fleet):
     assert set(loc["lost"]) <= set(gone) and loc["fault_needs_group"] is None
     assert loc["named"] == [] and loc["not_confirmed"] == []
     assert {s for n, s in loc["status"].items() if n not in gone} == {"cleared"}
+
+
+def test_a_launcher_that_cannot_start_is_an_error_in_its_own_words(sim_fleet):
+    fleet = sim_fleet(nccl_model(3, {"gpu002": [{"missing": "mpirun"}]}))
+    run = run_nccl(fleet)
+    assert run.rc == 1, run.stdout
+    assert statuses(run, "nccl.single_node.busbw") == only(3, {"gpu002": "error"})
+    msg = verdicts(run, "nccl.single_node.busbw")["gpu002"]["message"]
+    # the launcher's own words, not "no '# nThread ... nGpus' header" of an output it never had
+    assert msg == (
+        "single-gpu002 (round 1): mpirun exited 127: sh: 1: mpirun: not found [all_reduce_perf "
+        "1048576-268435456 B x4, 2 ranks/node via mpirun, judged at 268435456 B; floor busbw "
+        ">= 430 GB/s, avg >= 280]"
+    )
+    assert sorted(run.admitted()) == ["gpu001", "gpu003"]

@@ -13,7 +13,7 @@ from nodegate.admission.remediation import UNJUDGED_CLASS, class_order
 from nodegate.admission.waivers import Waiver, WaiverSet
 from nodegate.core import schemas
 from nodegate.core.results import ADMISSION_FILE, RunResult
-from nodegate.core.values import SAID, Status, Verdict
+from nodegate.core.values import SAID, Reach, Status, Verdict
 
 INTERRUPTED_CHECK = "run.interrupted"  # the reason every node of an interrupted run carries
 ADMITTED, REJECTED, NOT_QUALIFIED = "admitted", "rejected", "not_qualified"
@@ -63,9 +63,20 @@ class NodeDecision:
     waived: list[tuple[Reason, Waiver]] = field(default_factory=list)
 
     @property
+    def not_tested(self) -> bool:
+        """The scheduler holds the node and nothing else reached it (`Reach.HELD`): every
+        reason is a skip that follows from that (or out of scope)."""
+        return any(r.observed == Reach.HELD.value for r in self.reasons) and all(
+            r.status in ("skip", OUT_OF_SCOPE) for r in self.reasons
+        )
+
+    @property
     def state(self) -> str:
-        """admitted | rejected | not_qualified: only checks out of this run's scope missing, or
-        only systemic errors (a tool or controller problem) and the skips that followed them."""
+        """admitted | rejected | not_qualified: only checks out of this run's scope missing,
+        only systemic errors (a tool or controller problem) and the skips that followed them,
+        or not tested at all (held by the scheduler)."""
+        if self.not_tested:
+            return NOT_QUALIFIED
         bad = [r for r in self.reasons if r.status not in (OUT_OF_SCOPE, SYSTEMIC)]
         if any(r.status in ("fail", "error") for r in bad):
             return REJECTED

@@ -28,6 +28,9 @@ class Reach(str, enum.Enum):
     HOSTKEY_CHANGED = "hostkey_changed"  # known_hosts holds another key: re-image or attack
     TIMEOUT = "timeout"
     ERROR = "error"
+    # The scheduler holds the node out of service (drained) and no other way reached it: the
+    # node is not tested (not qualified), nothing says it is broken.
+    HELD = "held"
 
 
 @dataclass(frozen=True, slots=True)

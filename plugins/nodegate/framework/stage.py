@@ -279,6 +279,10 @@ REMEDIATION = {
     ),
     Reach.ERROR: "read the reason; fix the inventory or ssh_config entry for the node",
     Reach.OK: "check the node's power, network and sshd; then requalify",
+    Reach.HELD: (
+        "the scheduler holds the node: requalify it once SSH reaches it (drained nodes run "
+        "over SSH), or after it is resumed"
+    ),
 }
 # Its remediation class (`nodegate.admission.remediation`): a dead node is rebooted first.
 REMEDIATION_CLASS = {
@@ -289,13 +293,30 @@ REMEDIATION_CLASS = {
     Reach.HOSTKEY_CHANGED: "fix_config",
     Reach.ERROR: "fix_config",
     Reach.OK: "reboot",
+    Reach.HELD: "retest",
 }
 
 
 def unreachable_verdicts(
     stage: Stage, outcome: NodeOutcome, *, first_check_fails: bool
 ) -> list[Verdict]:
-    """A node whose session never ran: every check ERROR (the reach check itself FAIL)."""
+    """A node whose session never ran: every check ERROR (the reach check itself FAIL); a
+    node the scheduler holds (`Reach.HELD`): every check SKIP, saying who holds it and why
+    (the gate makes it not qualified: not tested, not rejected)."""
+    if outcome.reach is Reach.HELD:
+        return [
+            Verdict(
+                check=c.id,
+                node=outcome.node,
+                status=Status.SKIP,
+                component="scheduler",
+                observed=Reach.HELD.value,
+                message=outcome.detail,
+                remediation=REMEDIATION[Reach.HELD] if i == 0 else None,
+                remediation_class=REMEDIATION_CLASS[Reach.HELD],
+            )  # fmt: skip
+            for i, c in enumerate(stage.checks)
+        ]
     why = f"{outcome.reach.value}: {outcome.detail}".rstrip(": ")
     out = []
     for i, c in enumerate(stage.checks):

@@ -139,6 +139,17 @@ def _shares(found: Sequence[Fold], limit: int) -> list[int]:
 WAIVED_LINES = 10  # waived failures listed one per line up to this many, then counted
 
 
+HELD_LINES = 20  # not-tested nodes named one per line; past it, where the list is
+
+
+def _held(decision: Mapping[str, Any]) -> str | None:
+    """Why a node was not tested at all, or None: its first reason that says so."""
+    for r in decision.get("reasons") or ():
+        if r.get("observed") == "held":
+            return str(r["message"])
+    return None
+
+
 def missing_checks(doc: Mapping[str, Any]) -> str:
     """The required checks a diagnostic run left out, named (the first few)."""
     out = list(doc.get("out_of_scope") or ())
@@ -212,13 +223,25 @@ def decision_lines(doc: Mapping[str, Any], paths: Paths, budget: int) -> list[st
                 "  by remediation: " + "; ".join(f"{c} {nodeset(ns)}" for c, ns in by_class.items())
             )
         lines += fold_lines(folds(doc), budget, paths.where())
-    if unqualified:
+    # not tested at all (the scheduler holds them, SSH does not reach them): each says why
+    held = {n: _held(doc["nodes"][n]) for n in unqualified}
+    scoped = [n for n in unqualified if held[n] is None]
+    if scoped:
         why = [missing_checks(doc)] if doc.get("out_of_scope") else []
         why += ["systemic errors (below)"] if doc.get("systemic") else []
         lines.append(
-            f"NOT QUALIFIED {len(unqualified)}: {clip_nodeset(unqualified, paths.admission)}: "
+            f"NOT QUALIFIED {len(scoped)}: {clip_nodeset(scoped, paths.admission)}: "
             + "; ".join(why or [missing_checks(doc)])
         )
+    untested = [n for n in unqualified if held[n] is not None]
+    if untested:
+        lines.append(
+            f"NOT QUALIFIED {len(untested)}: {clip_nodeset(untested, paths.admission)}: "
+            "not tested, held by the scheduler"
+        )
+        lines += [f"  {n}: {held[n]}" for n in untested[:HELD_LINES]]
+        if len(untested) > HELD_LINES:
+            lines.append(f"  (+{len(untested) - HELD_LINES} more in {paths.admission})")
     lines += [systemic_line(s) for s in doc.get("systemic") or ()]
     lines += admission_notes(doc, paths.where())
     lines.append(f"admission: {paths.admission}")

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from nodegate.admission.remediation import RemediationTable, table_of
 from nodegate.admission.waivers import WaiverSet
 from nodegate.core.results import RunResult
-from nodegate.core.values import Status, Verdict
+from nodegate.core.values import Reach, Status, Verdict
 from nodegate.framework.stage import Stage, StageContext, StageOptions
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
@@ -177,8 +177,11 @@ class Engine:
 
 
 def _unreachable(result: RunResult, node: str) -> str | None:
-    """A node whose SSH check failed is out of every later stage."""
+    """A node whose SSH check failed is out of every later stage (one the scheduler holds,
+    with the reason it is not tested)."""
     for v in result.for_item(SESSION_CHECK.id, node):
+        if v.observed == Reach.HELD.value:
+            return v.message
         if v.status is not Status.PASS:
             return f"node not reachable ({v.observed})"
     return None

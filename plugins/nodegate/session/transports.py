@@ -52,7 +52,14 @@ def _slurm(settings: Settings, nodes: Sequence[Node], evidence: EvidenceWriter) 
     from nodegate.transport.slurm import SlurmTransport
 
     job = f"nodegate-{settings.run_id}" if settings.run_id else "nodegate"
-    return SlurmTransport(nodes, fanout=settings.fanout, evidence=evidence, job_name=job)
+    # Nodes Slurm holds (drained, set down) run over SSH: requalification after maintenance.
+    return SlurmTransport(
+        nodes,
+        fanout=settings.fanout,
+        evidence=evidence,
+        job_name=job,
+        fallback=lambda: _ssh(settings, nodes, evidence),
+    )
 
 
 Builder = Callable[[Settings, Sequence[Node], EvidenceWriter], Transport]

@@ -7,7 +7,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from nodegate.core.settings import DEFAULT_FANOUT
@@ -83,6 +83,24 @@ def session_limit_reason(script_limit: int, got: int) -> str | None:
     if got > script_limit:
         return f"node sent more than {script_limit} bytes (output caps exceeded): session closed"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where processes spawned on a set of nodes run, as a launcher among them must know it:
+    `job` the scheduler allocation every one of them is in (a Slurm job id) and `names` each
+    node's name there; or no job, `in_step` saying whether a process spawned on the first of
+    them still runs inside a scheduler step (and so sees the scheduler's environment), and
+    `outside` the nodes a scheduler transport reaches outside its allocation, with why."""
+
+    job: str | None = None
+    names: Mapping[str, str] = field(default_factory=dict)
+    in_step: bool = False
+    outside: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def outside_why(self) -> str:
+        return "; ".join(f"{n}: {why}" for n, why in sorted(self.outside.items()))
 
 
 class Transport(abc.ABC):
@@ -200,6 +218,11 @@ class Transport(abc.ABC):
         active stage reads it for the nodes of a test that ran no process of their own (a
         launcher's ranks). None for a transport that holds no connection."""
         return None
+
+    async def placement(self, nodes: Sequence[str]) -> Placement:
+        """Where processes spawned on `nodes` run (a launcher's ranks among them): by default
+        no scheduler, each node reached as its own host."""
+        return Placement()
 
     async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
         """Start `command` on `node` under `timeout timeout_s` and return at once (active

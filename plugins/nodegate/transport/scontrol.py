@@ -10,7 +10,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ SCONTROL_TIMEOUT_S = 30.0
 _STATE = re.compile(r"(?:^|\s)State=(\S+)")
 # `Reason=<text> [<user>@<time>]`: scontrol appends who set it and when, so the reason is
 # what comes before that; without it (never seen), up to the next field.
-_REASON_SET = re.compile(r"(?:^|\s)Reason=(.*)\s\[[^\[\]\s]+@[^\[\]\s]+\]")
+_REASON_SET = re.compile(r"(?:^|\s)Reason=(.*)\s\[([^\[\]\s@]+)@[^\[\]\s]+\]")
 _REASON_BARE = re.compile(r"(?:^|\s)Reason=(.*?)(?=\s+[A-Za-z]+=|$)")
 
 
@@ -32,6 +32,8 @@ class SlurmNode:
     name: str
     state: str  # IDLE+DRAIN, DOWN+NOT_RESPONDING, ...
     reason: str | None
+    # who set the reason (scontrol's `[user@time]`): who, not what state, so not compared
+    by: str | None = field(default=None, compare=False)
 
     @property
     def flags(self) -> frozenset[str]:
@@ -61,9 +63,11 @@ def parse_show_node(text: str) -> dict[str, SlurmNode]:
         st = _STATE.search(line)
         if m is None or st is None:
             raise SlurmError(f"scontrol show node: line not understood: {line[:120]!r}")
-        r = _REASON_SET.search(line) or _REASON_BARE.search(line)
+        r = _REASON_SET.search(line)
+        by = r.group(2) if r else None
+        r = r or _REASON_BARE.search(line)
         reason = r.group(1).strip() if r else None
-        out[m.group(1)] = SlurmNode(m.group(1), st.group(1), reason or None)
+        out[m.group(1)] = SlurmNode(m.group(1), st.group(1), reason or None, by)
     return out
 
 

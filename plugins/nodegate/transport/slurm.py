@@ -6,22 +6,31 @@ through `--input=all`), and `--label` says which task, hence which node, wrote e
 (`srun_output.py`). Each node's bytes then become its NodeOutcome exactly as an SSH session's
 do (`Transport.outcome`). Nodes are Slurm nodes by their inventory label `slurm_node`, else by
 their own name (the mapping `--act slurm` uses). Allocation and node states: `slurm_jobs.py`.
+
+A node Slurm holds out of service on purpose (drained, or set DOWN by someone:
+`slurm_jobs.held`) is what requalification after maintenance is about, and Slurm will not run
+a step there: such nodes go to the `fallback` transport (SSH: the factory's, built when a
+held node is first met, so a run without one never reads SSH settings), stage scripts
+and spawns alike; a held node SSH cannot reach either is `Reach.HELD` ("drained by <who>:
+<reason>; not tested"), not a dead node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from nodegate.core.errors import ConfigError
 from nodegate.core.settings import DEFAULT_FANOUT
 from nodegate.core.values import CommandSpec, NodeOutcome, Part, Reach
 from nodegate.inventory import Node
-from nodegate.transport.base import Session, Transport, session_limit_reason
+from nodegate.transport.base import Placement, Session, Transport, session_limit_reason
 from nodegate.transport.evidence import EvidenceWriter
 from nodegate.transport.local import LocalProcess
 from nodegate.transport.process import RemoteProcess, SpawnError, kill_script, wrap
@@ -31,6 +40,8 @@ from nodegate.transport.slurm_jobs import (
     STOP_GRACE_S,
     Allocation,
     existing_allocation,
+    held,
+    held_why,
     node_states,
     out_of_service,
     release,
@@ -43,6 +54,10 @@ from nodegate.transport.srun_output import LabelledStream
 
 # srun's messages that say a node could not take its task (the step is then aborted for all)
 _LAUNCH_FAILED = re.compile(r"(?:failed on node|Node failure on) ([^\s:]+)")
+# A fallback session that never got in: for a held node, not tested rather than dead (a site
+# whose nodes take no SSH from here refuses, or does not know, the key). A changed host key
+# stays what it is (someone in the path?), and so does a session that got in and failed.
+_NEVER_IN = frozenset({Reach.UNREACHABLE, Reach.AUTH_FAILED, Reach.HOSTKEY_UNKNOWN})
 
 
 class SlurmTransport(Transport):
@@ -58,6 +73,7 @@ class SlurmTransport(Transport):
         evidence: EvidenceWriter | None = None,
         env: Mapping[str, str] | None = None,
         job_name: str = "nodegate",
+        fallback: Callable[[], Transport] | None = None,
     ) -> None:
         super().__init__(fanout=fanout, evidence=evidence)
         self.env = dict(env if env is not None else os.environ)
@@ -72,6 +88,11 @@ class SlurmTransport(Transport):
         self._lock: asyncio.Lock | None = None
         self._blocked: dict[str, Session] = {}  # node -> why it runs nothing (last check)
         self._addresses: dict[str, str] | None = None
+        self.make_fallback = fallback
+        self.fallback: Transport | None = None  # built on first use
+        self._fallback_error: str | None = None  # why it could not be built
+        self.held: dict[str, str] = {}  # node -> why Slurm holds it (run through `fallback`)
+        self._states_read = False
 
     # -- allocation and node states -------------------------------------------------------
     async def _allocation(self, nodes: Sequence[str]) -> Allocation:
@@ -106,15 +127,27 @@ class SlurmTransport(Transport):
             states = await node_states(self.scontrol)
         except SlurmError as exc:
             return {n: Session(Reach.ERROR, detail=f"slurm: {exc}") for n in nodes}
+        self._states_read = True
         bad: dict[str, Session] = {}
         for n in nodes:
-            why = out_of_service(self.slurm_names[n], states.get(self.slurm_names[n]))
+            self.held.pop(n, None)
+            now = states.get(self.slurm_names[n])
+            if self.make_fallback is not None and now is not None and held(now):
+                self.held[n] = held_why(now)
+                continue
+            why = out_of_service(self.slurm_names[n], now)
             if why is not None:
                 bad[n] = Session(Reach.UNREACHABLE, detail=why)
-        good = [n for n in nodes if n not in bad]
+        good = [n for n in nodes if n not in bad and n not in self.held]
         if good:
+            # Taken once, on every node of the run Slurm will run a step on (not only these)
+            serviceable = [
+                m.name for m in self.nodes
+                if out_of_service(self.slurm_names[m.name], states.get(self.slurm_names[m.name]))
+                is None
+            ]  # fmt: skip
             try:
-                alloc = await self._allocation(good)
+                alloc = await self._allocation(serviceable or good)
             except SlurmError as exc:
                 return {**bad, **{n: Session(Reach.ERROR, detail=f"slurm: {exc}") for n in good}}
             for n in good:
@@ -142,22 +175,67 @@ class SlurmTransport(Transport):
             if key not in scripts:
                 scripts[key] = build_script(key, max_bytes=self.max_output_bytes)
         sessions = await self._prepare(names)
+        by_ssh = {n: plan[n] for n in names if n in self.held}
         groups: dict[tuple[CommandSpec, ...], list[str]] = {}
         for n in names:
-            if n not in sessions:
+            if n not in sessions and n not in by_ssh:
                 groups.setdefault(tuple(plan[n]), []).append(n)
-        for got in await asyncio.gather(*(self._step(g, scripts[k]) for k, g in groups.items())):
-            sessions.update(got)
 
         async def one(n: str) -> None:
             on_outcome(await self.outcome(n, stage, scripts[tuple(plan[n])], sessions.pop(n), t0))
 
-        await asyncio.gather(*(one(n) for n in names))
+        async def over_slurm() -> None:
+            steps = (self._step(g, scripts[k]) for k, g in groups.items())
+            for got in await asyncio.gather(*steps):
+                sessions.update(got)
+            await asyncio.gather(*(one(n) for n in names if n not in by_ssh))
+
+        async def over_fallback() -> None:
+            if not by_ssh:
+                return
+            ssh = self._over_ssh()
+            if ssh is not None:
+                await ssh.stream_stage(stage, by_ssh, lambda o: on_outcome(self._held_outcome(o)))
+                return
+            for n in by_ssh:
+                s = Session(Reach.UNREACHABLE, detail=self._fallback_error or "no SSH transport")
+                o = await self.outcome(n, stage, scripts[tuple(plan[n])], s, t0)
+                on_outcome(self._held_outcome(o))
+
+        await asyncio.gather(over_slurm(), over_fallback())
+
+    def _over_ssh(self) -> Transport | None:
+        """The fallback transport, built once; None (and why) when it cannot be."""
+        if self.fallback is None and self.make_fallback is not None and not self._fallback_error:
+            try:
+                self.fallback = self.make_fallback()
+            except ConfigError as exc:  # an inventory's SSH settings nodegate cannot use
+                self._fallback_error = str(exc)
+        return self.fallback
+
+    def _held_outcome(self, o: NodeOutcome) -> NodeOutcome:
+        """A held node's outcome over the fallback; one it never got into is HELD: the node
+        is not tested (nothing says it is dead: Slurm holds it, and SSH does not reach it)."""
+        if o.reach in _NEVER_IN and not o.results and o.node in self.held:
+            why = f"{self.held[o.node]}; not tested (over SSH: {o.reach.value}: {o.detail})"
+            return dataclasses.replace(o, reach=Reach.HELD, detail=why)
+        return o
 
     async def _session(self, node: str, script: StageScript) -> Session:
         bad = await self._prepare([node])
         if node in bad:
             return bad[node]
+        if node in self.held:
+            ssh = self._over_ssh()
+            s = (
+                Session(Reach.UNREACHABLE, detail=self._fallback_error or "no SSH transport")
+                if ssh is None
+                else await ssh._session(node, script)
+            )
+            if s.reach in _NEVER_IN and not s.stdout:  # as _held_outcome, one node's session
+                why = f"{self.held[node]}; not tested (over SSH: {s.reach.value}: {s.detail})"
+                return Session(Reach.HELD, detail=why)
+            return s
         return (await self._step([node], script))[node]
 
     async def _step(self, nodes: list[str], script: StageScript) -> dict[str, Session]:
@@ -302,6 +380,11 @@ class SlurmTransport(Transport):
         m = re.fullmatch(r"Exited with exit code (\d+)", how)
         return f"exited {m.group(1)}" if m else f"killed by a signal ({how})"
 
+    @property
+    def connections_opened(self) -> int:
+        """SSH connections the fallback opened (to held nodes); Slurm's steps open none."""
+        return int(getattr(self.fallback, "connections_opened", 0))
+
     # -- active stages --------------------------------------------------------------------
     def address(self, node: str) -> str:
         """The node's SSH host name from the inventory, as the SSH transport gives it."""
@@ -311,15 +394,43 @@ class SlurmTransport(Transport):
             self._addresses = {k: t.hostname for k, t in resolve_targets(self.nodes, None).items()}
         return self._addresses.get(node, node)
 
+    def lost_why(self, node: str) -> str | None:
+        if node in self.held and self.fallback is not None:
+            return self.fallback.lost_why(node)
+        return None
+
+    async def placement(self, nodes: Sequence[str]) -> Placement:
+        """In the allocation when every node is (Slurm's names); else, the nodes held."""
+        if not self._states_read:
+            await self._prepare(list(nodes))
+        outside = {n: self.held[n] for n in nodes if n in self.held}
+        alloc = self.alloc
+        if (
+            not outside
+            and alloc is not None
+            and all(n not in self._blocked and self.slurm_names[n] in alloc.nodes for n in nodes)
+        ):
+            return Placement(alloc.job, {n: self.slurm_names[n] for n in nodes}, in_step=True)
+        return Placement(in_step=bool(nodes) and nodes[0] not in self.held, outside=outside)
+
     async def spawn(self, node: str, command: Sequence[Part], timeout_s: float) -> RemoteProcess:
         cmd = command_line(command)
         if node not in self.slurm_names:
             raise SpawnError(node, Reach.ERROR.value, "not a node of this run")
-        if self.alloc is None:
+        if not self._states_read:
             await self._prepare([node])
+        if node in self.held:
+            ssh = self._over_ssh()
+            if ssh is None:
+                why = f"{self.held[node]}; not tested (over SSH: {self._fallback_error})"
+                raise SpawnError(node, Reach.HELD.value, why)
+            return await ssh.spawn(node, command, timeout_s)
         if node in self._blocked:
             s = self._blocked[node]
             raise SpawnError(node, s.reach.value, s.detail)
+        if self.alloc is None:  # scontrol or salloc failed: the stage's sessions said why
+            why = self._alloc_error or "no Slurm allocation (scontrol did not answer)"
+            raise SpawnError(node, Reach.ERROR.value, f"slurm: {why}")
         p = SrunProcess(node, cmd, timeout_s, self)
         step = f"nodegate-spawn-{secrets.token_hex(4)}"
         argv = self._srun_argv([self.slurm_names[node]], step, "--input=none")
@@ -342,8 +453,12 @@ class SlurmTransport(Transport):
     async def close(self) -> None:
         """Release the allocation this run took (one it was started in is left as it is)."""
         alloc, self.alloc = self.alloc, None
-        if alloc is not None:
-            await release(alloc, self.programs, self.env)
+        try:
+            if alloc is not None:
+                await release(alloc, self.programs, self.env)
+        finally:
+            if self.fallback is not None:
+                await self.fallback.close()
 
 
 class SrunProcess(LocalProcess):

@@ -54,6 +54,25 @@ def out_of_service(name: str, node: SlurmNode | None) -> str | None:
     return f"Slurm reports {name} {node.state}{reason}"
 
 
+def held(node: SlurmNode | None) -> bool:
+    """Slurm holds the node out of service on purpose: drained or draining, or set DOWN by
+    someone (not for not responding). The node itself may be fine, and requalifying it is
+    the point: the Slurm transport reaches it over SSH instead."""
+    if node is None:
+        return False
+    if node.drained:
+        return True
+    return "DOWN" in node.flags and "NOT_RESPONDING" not in node.flags and "*" not in node.state
+
+
+def held_why(node: SlurmNode) -> str:
+    """`drained by <who>: <reason>`; who is nodegate for its own reasons, else the user
+    scontrol names, else "someone"."""
+    reason = node.reason or "no reason given"
+    who = "nodegate" if reason.startswith("nodegate ") else node.by or "someone"
+    return f"{'drained' if node.drained else 'set down'} by {who}: {reason}"
+
+
 @dataclass(frozen=True, slots=True)
 class Allocation:
     """The job whose nodes the run's steps use; `owned`: taken by this run (released at close)."""

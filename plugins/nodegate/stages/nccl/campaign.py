@@ -18,6 +18,7 @@ from nodegate.stages.nccl.plan import NcclJob, NcclLocalizer, auto_group_nodes
 from nodegate.stages.nccl.profile import NcclProfile
 from nodegate.stages.nccl.results import JobReading, read_job
 from nodegate.transport.base import Transport
+from nodegate.transport.scontrol import SLURM_NAME_LABEL
 
 
 class NcclCampaign(Campaign[NcclJob]):
@@ -49,6 +50,9 @@ class NcclCampaign(Campaign[NcclJob]):
             n.name: peer_address(n, None, transport) for n in members
         }
         self.readings: dict[NcclJob, JobReading] = {}
+        self.transport = transport
+        # How Slurm knows each node (srun's -w, mpirun's hostfile inside the allocation)
+        self.slurm_names = {n.name: n.labels.get(SLURM_NAME_LABEL) or n.name for n in members}
 
     def plan_header(self) -> dict[str, Any]:
         n = len(self.nodes)
@@ -92,14 +96,26 @@ class NcclCampaign(Campaign[NcclJob]):
         first = self.addresses[test.nodes[0]].address
         env = job_env(self.prof, self.extra_env, f"{first}:{self.prof.bootstrap_port}")
         timeout = self.timeout_s(test)
+        where = await self.transport.placement(test.nodes)
         if self.prof.launcher == "srun":
-            return await run_srun(self.prof, test.nodes, env, timeout, spawn)
-        script = mpirun_script(self.prof, [self.addresses[n].address for n in test.nodes], env)
+            if where.outside:
+                why = f"srun cannot start ranks outside the run's allocation: {where.outside_why}"
+                return Execution((), why)
+            names = [self.slurm_names[n] for n in test.nodes]
+            return await run_srun(self.prof, test.nodes, env, timeout, spawn, names, where.job)
+        if where.job is not None:
+            hosts = [where.names[n] for n in test.nodes]
+            script = mpirun_script(self.prof, hosts, env, "allocation")
+        else:
+            hosts = [self.addresses[n].address for n in test.nodes]
+            script = mpirun_script(self.prof, hosts, env, "step" if where.in_step else "ssh")
         return await run_mpirun(test.nodes, script, timeout, spawn)
 
     def sanity(self, test: NcclJob, run: Execution) -> Sanity:
         ranks = len(test.nodes) * self.prof.ranks_per_node
-        hosts = {self.addresses[n].address: n for n in test.nodes}
+        # the launcher names a node by its address, or by its Slurm name inside an allocation
+        hosts = {self.slurm_names[n]: n for n in test.nodes}
+        hosts.update({self.addresses[n].address: n for n in test.nodes})
         reading = read_job(
             run, self.prof.message_bytes, ranks, self.timeout_s(test), test.nodes, hosts
         )

@@ -36,12 +36,18 @@ _LAUNCHER = ("srun:", "mpirun", "Process name:")  # the launcher's own report, n
 
 
 def rank_exit(
-    text: str, nodes: Sequence[str], ranks: int, hosts: Mapping[str, str] | None = None
+    text: str,
+    nodes: Sequence[str],
+    ranks: int,
+    hosts: Mapping[str, str] | None = None,
+    *,
+    srun: bool = True,
 ) -> str | None:
     """The first rank the launcher says ended the job (its node, exit code or signal, its last
     stderr line), or None when it names none. `nodes`: the job's nodes in rank order, `ranks`
     their ranks in all (ranks fill one node after the other); `hosts`: node of each address
-    the launcher knows the nodes by."""
+    the launcher knows the nodes by; `srun`: srun's task lines name ranks (False for mpirun,
+    whose srun inside an allocation starts its daemons, not ranks: a task there is a daemon)."""
     per_node = max(1, ranks // max(1, len(nodes)))
 
     def node_of(rank: int, host: str | None) -> str:
@@ -56,7 +62,7 @@ def rank_exit(
     elif m := _EXITED.search(text):
         rank = int(m["rank"])
         node, how = node_of(rank, None), f"exited {m['rc']}"
-    elif m := _SRUN.search(text):
+    elif srun and (m := _SRUN.search(text)):
         rank, node = int(m["rank"]), node_of(int(m["rank"]), m["host"])
         how = f"exited {m['rc']}" if m["rc"] else f"killed ({m['name']})"
     else:

@@ -3,6 +3,14 @@ Slurm `srun` from the controller. Both under the job's deadline; on timeout, int
 failure every rank is killed (through the launcher first, then by PID) and the stage's stray
 check looks for what is left.
 
+Under `--transport slurm` (`Transport.placement`) a job whose nodes are all in the run's
+allocation stays inside it: mpirun's hostfile names the nodes as Slurm does and Open MPI starts
+its daemons with `srun --overlap` (`plm slurm`), the slots coming from the hostfile (`ras
+^slurm`: the allocation's one CPU per node would refuse a second rank); srun runs as a step of
+the allocation (`--jobid --overlap --overcommit`). A job with a node the scheduler holds
+(drained, reached over SSH) is launched as over SSH, data-plane hostfile and `plm rsh`, even
+from a first node inside a Slurm step; srun cannot start ranks there and says so.
+
 mpirun runs through the ledger's spawn on the first node, so it carries NODEGATE_SPAWN and is
 killed by PID; `-x NODEGATE_SPAWN` passes the tag to every rank on every node. srun is a local
 child of the controller (where SLURM_CONF points at the cluster): SIGINT twice cancels its
@@ -20,7 +28,7 @@ import secrets
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from nodegate.core.values import Part, Shell
 from nodegate.framework.active.campaign import Execution, Side, Spawner, spawn_failure
@@ -58,15 +66,40 @@ def job_env(prof: NcclProfile, extra: Mapping[str, str], comm_id: str) -> dict[s
     return dict(sorted(env.items()))
 
 
+# Open MPI inside a Slurm allocation: daemons through srun steps that may share the CPUs of the
+# other steps (the run's stage steps, the other jobs of a round), slots from the hostfile.
+# `--nodelist` for those steps: Open MPI names the nodes itself only when it starts daemons
+# on fewer nodes than it knows of, and with the hostfile as its allocation it would leave srun
+# free to pick any node of the job (a node that names it otherwise, as the first node's own
+# when mpirun sees it is local, comes after ours and wins).
+IN_ALLOCATION_MCA = (("plm", "slurm"), ("ras", "^slurm"))
+# mpirun in a Slurm step for a job with nodes outside the allocation: over SSH, as ever.
+OUTSIDE_ALLOCATION_MCA = (("plm", "rsh"), ("ras", "^slurm"))
+# A step's SLURM_JOB_NODELIST lists the step's nodes only, and the srun Open MPI runs for its
+# daemons would refuse the job's others ("Only allocated 1 nodes asked for 2"); without it srun
+# asks the controller for the job's nodes.
+STEP_ENV_RESET = "unset SLURM_JOB_NODELIST\n"
+MpirunMode = Literal["ssh", "allocation", "step"]
+
+
 def mpirun_script(
-    prof: NcclProfile, addresses: Sequence[str], env: Mapping[str, str]
+    prof: NcclProfile,
+    hosts: Sequence[str],
+    env: Mapping[str, str],
+    mode: MpirunMode = "ssh",
 ) -> tuple[Part, ...]:
-    """The launcher's shell script on the job's first node: the hostfile (data-plane
-    addresses, one line per node), the environment, then mpirun."""
+    """The launcher's shell script on the job's first node: the hostfile (one line per node:
+    its data-plane address, or its Slurm name in `allocation` mode), the environment, then
+    mpirun (`mode`: see the module's docstring)."""
     rpn = prof.ranks_per_node
-    argv: list[Part] = ["mpirun", "--hostfile", Shell(' "$hf" '), "-np", str(rpn * len(addresses))]
+    argv: list[Part] = ["mpirun", "--hostfile", Shell(' "$hf" '), "-np", str(rpn * len(hosts))]
     argv += ["--map-by", f"ppr:{rpn}:node", "--bind-to", "numa"]
-    for key, value in prof.mpirun_mca:
+    mca: tuple[tuple[str, str], ...] = {
+        "ssh": (), "allocation": IN_ALLOCATION_MCA, "step": OUTSIDE_ALLOCATION_MCA
+    }[mode]  # fmt: skip
+    if mode == "allocation":
+        mca += (("plm_slurm_args", f"--overlap --nodelist={','.join(hosts)}"),)
+    for key, value in (*prof.mpirun_mca, *mca):
         argv += ["--mca", key, value]
     for name in [*env, SPAWN_ENV]:
         argv += ["-x", name]
@@ -78,9 +111,11 @@ def mpirun_script(
             "trap 'exit 143' TERM INT\n"
             "printf '%s\\n' "
         ),
-        *(f"{a} slots={rpn}" for a in addresses),
+        *(f"{a} slots={rpn}" for a in hosts),
         Shell(' > "$hf"\n'),
     ]
+    if mode == "allocation":
+        script.append(Shell(STEP_ENV_RESET))
     for k, v in env.items():
         if not _ENV_NAME.fullmatch(k):  # the schema allows (NCCL|UCX)_[A-Z0-9_]+ only
             raise ValueError(f"not an environment variable name: {k!r}")
@@ -103,10 +138,17 @@ async def run_mpirun(
     return Execution((Side(first, "launcher", cmd, result),))
 
 
-def srun_argv(prof: NcclProfile, nodes: Sequence[str], timeout_s: float, name: str) -> list[str]:
+def srun_argv(
+    prof: NcclProfile, nodes: Sequence[str], timeout_s: float, name: str, job: str | None = None
+) -> list[str]:
+    """srun's arguments; `job`: the allocation the ranks run in (a step of it), else their own.
+
+    A step of the allocation may start more ranks than the CPUs the allocation holds on a
+    node (`--overcommit`: the run's allocation asks for nodes, one CPU each by default)."""
     minutes = max(1, int(timeout_s // 60) + 1)  # Slurm's own limit, past ours
+    inside = [f"--jobid={job}", "--overlap", "--overcommit"] if job is not None else []
     return [
-        "srun", "-N", str(len(nodes)), f"--ntasks-per-node={prof.ranks_per_node}",
+        "srun", *inside, "-N", str(len(nodes)), f"--ntasks-per-node={prof.ranks_per_node}",
         f"--mpi={prof.srun_mpi}", "-w", ",".join(nodes), "-J", name,
         "--kill-on-bad-exit=1", f"--time={minutes}", *prof.srun_args, *perf_argv(prof),
     ]  # fmt: skip
@@ -118,11 +160,14 @@ async def run_srun(
     env: Mapping[str, str],
     timeout_s: float,
     spawn: Spawner,
+    names: Sequence[str] | None = None,
+    job: str | None = None,
 ) -> Execution:
-    """srun on the controller, its ranks on `nodes` (named as Slurm knows them)."""
+    """srun on the controller, its ranks on `nodes` (`names`: as Slurm knows them), in the
+    allocation `job` when given."""
     tag = f"@@{secrets.token_hex(8)}-srun"
     name = f"nodegate-nccl-{tag[2:18]}"
-    argv = srun_argv(prof, nodes, timeout_s, name)
+    argv = srun_argv(prof, names or nodes, timeout_s, name, job)
     cmd = command_line(argv)  # what the evidence shows; srun itself runs as an argv
     if isinstance(spawn, SpawnScope):
         spawn.ledger.watch(nodes, [tag])  # the ranks carry the tag: the stray check looks

@@ -9,6 +9,7 @@ a FAIL, since the job ran and measured it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -57,10 +58,15 @@ def read_job(
             None, None, f"job did not finish within {timeout_s:g} s: every rank killed"
         )
     text = r.stdout + "\n" + r.stderr
-    died = rank_exit(r.stderr, nodes, ranks, hosts) if r.rc != 0 else None
+    via_srun = run.sides[0].role == "srun"
+    died = rank_exit(r.stderr, nodes, ranks, hosts, srun=via_srun) if r.rc != 0 else None
     try:
         parsed = parse_all_reduce_perf(text)
     except ParseError as exc:
+        if died is None and r.rc != 0:  # the launcher failed before any rank said anything
+            said = launcher_message(r.stderr) or launcher_message(r.stdout) or "no message"
+            launcher = "srun" if via_srun else "mpirun"
+            return JobReading(None, None, f"{launcher} exited {r.rc}: {said}")
         return JobReading(None, None, died or f"{exc} ({launcher_gist(r)})")
     if isinstance(parsed, NcclTestsFailure):
         if parsed.kind == "wrong_values":
@@ -107,6 +113,37 @@ def failure_text(f: NcclTestsFailure, text: str) -> str:
         msg += f"; IB completion error status {c.status} on {c.host}"
         msg += f" ({c.hca or 'hca ?'}) with peer {c.peer}"
     return msg
+
+
+# Lines that say nothing of why a launcher failed: Open MPI's box rules, srun's and ssh's notes.
+_NOISE = re.compile(r"^[-=*#_~+ ]*$|^srun: (?!error:)|^Warning: Permanently added ")
+_HEAD_CHARS = 8192  # a launcher's message is at the top; what follows can be MiBs
+LAUNCHER_MESSAGE_MAX = 300
+
+
+def launcher_message(text: str) -> str | None:
+    r"""A launcher's own message: the first paragraph of `text` past rules and notes, its lines
+    joined; a paragraph that ends with ':' takes the next one too (Open MPI's details).
+
+    >>> launcher_message("-----\nA hostfile was provided that contains a node not\n"
+    ...                  "present in the allocation:\n\n  node: 10.0.0.2\n\nIf you are ...\n")
+    'A hostfile was provided that contains a node not present in the allocation: node: 10.0.0.2'
+    """
+    paragraphs: list[list[str]] = [[]]
+    for line in text[:_HEAD_CHARS].splitlines():
+        line = " ".join(line.split())
+        if not line or _NOISE.match(line):
+            if paragraphs[-1]:
+                paragraphs.append([])
+            continue
+        paragraphs[-1].append(line)
+    said = [p for p in paragraphs if p]
+    if not said:
+        return None
+    out = " ".join(said[0])
+    if out.endswith(":") and len(said) > 1:
+        out += " " + " ".join(said[1])
+    return out[:LAUNCHER_MESSAGE_MAX]
 
 
 def launcher_gist(r: ProcessResult) -> str:
