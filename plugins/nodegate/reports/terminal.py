@@ -9,6 +9,7 @@ nodeset, is printed last, after pytest's own closing line, on one screen at any 
     reach.ssh FAIL on 32 nodes: gpu[0003,0035,0067,0099,0131,0163,0195,0227] +24 more
       gpu0003: reach.ssh FAIL [ssh]: unreachable: connection to root@10.0.0.3:22 refused
       ... 31 more nodes with other messages: report.html, admission.json
+    gpu0017: reach.kernel.uniform FAIL [kernel]: kernel 5.15.0-91-generic differs from fleet
     admission: reports/r1/admission.json
     report: reports/r1/report.html
 """
@@ -80,7 +81,8 @@ class Paths:
 
 def fold_lines(found: Sequence[Fold], budget: int, where: str) -> list[str]:
     """The reason lines, within `budget` lines (0: no limit): a fold with one reason line is
-    that line; a larger one has a header, then as many of its lines as the budget allows."""
+    that line, at a header's place (it names its check: never read as under the fold before
+    it); a larger one has a header, then as many of its indented lines as the budget allows."""
     shares = _shares(found, budget or 1 << 30)
     lines: list[str] = []
     left_nodes: set[str] = set()
@@ -92,7 +94,7 @@ def fold_lines(found: Sequence[Fold], budget: int, where: str) -> list[str]:
             continue
         items = list(f.reasons.values())
         if len(items) == 1:
-            lines.append("  " + reason_line(items[0][1], items[0][0]))
+            lines.append(reason_line(items[0][1], items[0][0]))
             continue
         lines.append(f.header())
         shown = items[: share - 1] if share - 1 >= len(items) else items[: share - 2]
