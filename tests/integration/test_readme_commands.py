@@ -92,7 +92,9 @@ PLAN: dict[str, Step] = {
     ".venv/bin/pytest suites --inventory inv.yaml --transport replay --replay bundle/": Step(
         "-m reach", 1, "", "the reach stage only (the bundle holds reach)"
     ),
-    ".venv/bin/nodegate sim status --dir .nodegate/sim/demo": Step(),
+    ".venv/bin/nodegate sim status --dir .nodegate/sim/demo": Step(
+        "", 0, "running: 2 of 2 sshd daemons up, 31 of 32 node addresses listening"
+    ),
     ".venv/bin/nodegate sim stop --dir .nodegate/sim/demo": Step(),
     ".venv/bin/pytest suites --inventory inventories/examples/h100-racks.yaml": Step(
         "--collect-only -q", 0, "", "real nodes: collected, not connected to"

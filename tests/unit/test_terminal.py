@@ -146,7 +146,7 @@ def test_admission_keys_of_other_pieces_are_shown_when_present():
         "REJECTED 1: gpu1",
         "  by remediation: rma gpu1",
         "gpu1: gpu.xid FAIL: Xid 79 (rma)",
-        "NOT QUALIFIED 1: gpu2: 1 required checks did not run in this run: reach.kernel.version",
+        "NOT QUALIFIED 1: gpu2: 1 required check did not run in this run: reach.kernel.version",
         "WAIVED gpu3: gpu.remap FAIL: pending - waiver 1: RMA OPS-7 (owner ops@x, until "
         "2026-12-31)",
         "INCOMPLETE run (not every required check ran): reports/latest and actions do not "
@@ -249,3 +249,15 @@ def test_each_reason_is_under_its_own_checks_header():
         "  gpu003: reach.kernel.version ERROR: `uname -r` timed out (3)",
         "gpu017: reach.kernel.uniform FAIL: kernel 5.15.0-91 differs",
     ]
+
+
+def test_a_count_and_its_noun_agree():
+    """#21: "1 tests", "1 nodes"."""
+    from nodegate.core.words import plural
+
+    assert [plural(n, "test") for n in (0, 1, 2)] == ["0 tests", "1 test", "2 tests"]
+    assert plural(1, "node address", "node addresses") == "1 node address"
+    d = doc({"gpu1": [reason("gpu.xid", "Xid 79")]})
+    assert decision_lines(d, PATHS, 30)[0] == (
+        "nodegate run r1: 1 node, 0 admitted, 1 rejected (stages: reach)"
+    )

@@ -26,6 +26,7 @@ import pytest
 
 from nodegate.core.results import ADMISSION_FILE, REPORT_FILE
 from nodegate.core.safetext import printable
+from nodegate.core.words import plural
 from nodegate.reports.folding import Fold, clip_nodeset, folds, node_state, nodeset, reason_line
 
 
@@ -145,7 +146,7 @@ def missing_checks(doc: Mapping[str, Any]) -> str:
     """The required checks a diagnostic run left out, named (the first few)."""
     out = list(doc.get("out_of_scope") or ())
     shown = ", ".join(out[:6]) + (f" (+{len(out) - 6} more)" if len(out) > 6 else "")
-    return f"{len(out)} required checks did not run in this run: {shown}"
+    return f"{plural(len(out), 'required check')} did not run in this run: {shown}"
 
 
 def admission_notes(doc: Mapping[str, Any], where: str) -> list[str]:
@@ -192,7 +193,8 @@ def decision_lines(doc: Mapping[str, Any], paths: Paths, budget: int) -> list[st
     during = f" INTERRUPTED during {doc['interrupted']}:" if doc.get("interrupted") else ""
     nq = f", {len(unqualified)} not qualified" if unqualified else ""
     lines = [
-        f"nodegate run {doc['run_id']}:{during} {s['nodes']} nodes, {s['admitted']} admitted, "
+        f"nodegate run {doc['run_id']}:{during} {plural(s['nodes'], 'node')}, "
+        f"{s['admitted']} admitted, "
         f"{s['rejected']} rejected{nq} (stages: {', '.join(doc['stages']) or 'none'})"
     ]
     if admitted:
