@@ -78,8 +78,7 @@ def test_summary_escapes_node_text() -> None:
     assert lines == [
         "nodegate run r1: 2 nodes, 0 admitted, 2 rejected (stages: reach)",
         "REJECTED 2: gpu[1-2]",
-        "gpu2: reach.ofed.version ERROR [OFED]: `ofed_info -s` exited 1: "
-        "\\x1b]52;c;cHduZWQ=\\x07",
+        "gpu2: reach.ofed.version ERROR [OFED]: `ofed_info -s` exited 1: \\x1b]52;c;cHduZWQ=\\x07",
         f"gpu1: reach.os.release FAIL [os]: {ESCAPED} "
         "(observed rocky 9.3, expected ID in ['ubuntu'])",
         "admission: reports/r1/admission.json",
