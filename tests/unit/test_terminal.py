@@ -203,6 +203,7 @@ def test_summary_comes_last_and_item_reports_are_off_by_default(replay_run, tmp_
             f"{tmp_path / 'empty'} (expected ok) (fix_config)"
             for i in (1, 2, 3)
         ),
+        "REPLAY run (judged from a captured bundle): reports/latest does not follow it",
         # A -m reach run: a diagnostic run (admission policy, #13).
         "INCOMPLETE run (not every required check ran): reports/latest and actions do not "
         "follow it (--allow-incomplete to let them)",
@@ -261,3 +262,13 @@ def test_a_count_and_its_noun_agree():
     assert decision_lines(d, PATHS, 30)[0] == (
         "nodegate run r1: 1 node, 0 admitted, 1 rejected (stages: reach)"
     )
+
+
+def test_a_replay_run_says_reports_latest_does_not_follow_it():
+    d = doc({"gpu1": []}, transport="replay")
+    assert decision_lines(d, Paths("a.json"), 30) == [
+        "nodegate run r1: 1 node, 1 admitted, 0 rejected (stages: reach)",
+        "ADMITTED 1: gpu1",
+        "REPLAY run (judged from a captured bundle): reports/latest does not follow it",
+        "admission: a.json",
+    ]

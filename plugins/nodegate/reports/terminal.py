@@ -26,6 +26,7 @@ import pytest
 
 from nodegate.core.results import ADMISSION_FILE, REPORT_FILE
 from nodegate.core.safetext import printable
+from nodegate.core.settings import REPLAY_TRANSPORT
 from nodegate.core.words import plural
 from nodegate.reports.folding import Fold, clip_nodeset, folds, node_state, nodeset, reason_line
 
@@ -167,6 +168,10 @@ def admission_notes(doc: Mapping[str, Any], where: str) -> list[str]:
         lines.append(
             f"WARNING waiver {w['index']} ({w['check']}{comp} on {w['nodes']}, owner "
             f"{w['owner']}) expired on {w['expires']}: ignored"
+        )
+    if doc.get("transport") == REPLAY_TRANSPORT:
+        lines.append(
+            "REPLAY run (judged from a captured bundle): reports/latest does not follow it"
         )
     if doc.get("complete") is False and not doc.get("interrupted"):
         follow = (

@@ -16,6 +16,7 @@ from nodegate.admission.gate import admission_doc, decide, write_admission
 from nodegate.admission.remediation import table_of
 from nodegate.compare.outliers import find_outliers, reject_blocking
 from nodegate.core.results import RAW_DIR, RunResult
+from nodegate.core.settings import REPLAY_TRANSPORT
 from nodegate.core.values import Status, Verdict
 from nodegate.session.collection import SITE_PREFIX, item_key
 from nodegate.session.run_stages import ITEMS, STARTING
@@ -172,11 +173,12 @@ def _junit_not_run(config: pytest.Config, state: RunState, why: str) -> None:
 
 class LatestLink:
     """`reports/latest` -> the newest actionable run directory (a `pytest_nodegate_admission`
-    consumer): complete, or --allow-incomplete; an interrupted run leaves it where it was."""
+    consumer): complete, or --allow-incomplete; an interrupted run leaves it where it was, and
+    so does a replay (it re-judges a captured bundle: the fleet's latest state is elsewhere)."""
 
     @pytest.hookimpl
     def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
-        if not doc["actionable"]:
+        if not doc["actionable"] or doc.get("transport") == REPLAY_TRANSPORT:
             return
         link = run_dir.parent / "latest"
         try:
