@@ -28,7 +28,8 @@ def section(text: str, heading: str) -> str:
     """The text under a markdown heading, up to the next heading of the same or higher level."""
     level = heading.split(" ", 1)[0]
     start = text.index(heading + "\n") + len(heading) + 1
-    ends = [m.start() for m in re.finditer(r"^#{1,%d} " % len(level), text[start:], re.M)]
+    pattern = "^#{1,%d} " % len(level)  # noqa: UP031 (braces of the regex)
+    ends = [m.start() for m in re.finditer(pattern, text[start:], re.M)]
     return text[start : start + ends[0]] if ends else text[start:]
 
 
