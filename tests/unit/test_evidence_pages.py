@@ -76,6 +76,7 @@ def test_a_rejected_nodes_evidence_is_a_page_its_verdicts_link_to(tmp_path: Path
     bw = verdict("ib_pairs.rail.bandwidth", "n3", "fail", 231.6, expected=">= 360",
                  unit="Gb/s", evidence=["raw/n3/ib_pairs.json#r1-rail3-n3-to-n1"])  # fmt: skip
     doc = admission({"n1": ("r1", []), "n3": ("r1", [xid, bw])})
+    doc["nodes"]["n1"]["state"] = "not_qualified"  # a -m run: shown, but nothing to cite
     expand_evidence(tmp_path / "raw", ["n3"])  # as the run does for a rejected node
     page = write_report(tmp_path, doc, {"verdicts": [xid, bw]}).read_text()
     links = re.findall(r'<a class="(evidence|json)" href="([^"]+)"', page)
@@ -86,7 +87,7 @@ def test_a_rejected_nodes_evidence_is_a_page_its_verdicts_link_to(tmp_path: Path
         ("evidence", "raw/n3/ib_pairs.html#r1-rail3-n3-to-n1"),
         ("json", "raw/n3/ib_pairs.json#r1-rail3-n3-to-n1"),
     ]
-    # Only the nodes the report details get pages; the admitted node's stays compressed.
+    # Only the nodes whose evidence is cited get pages; the other's stays compressed.
     assert sorted(p.name for p in (tmp_path / "raw").rglob("*.html")) == [
         "ib_pairs.html", "pcie_gpu.html",
     ]  # fmt: skip

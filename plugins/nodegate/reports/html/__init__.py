@@ -5,9 +5,9 @@ The decision first (counts, rejected nodes by remediation class or by check), th
 checks heatmap grouped by rack/leaf (a group where every node passed every check folds to one
 line), distributions with the profile's limit drawn, and each failed verdict with observed,
 expected and links to its evidence: the page `raw/<node>/<stage>.html#<command>` (written
-beside the document for each node the report details, `evidence.write_pages`) and the document
-itself, `raw/<node>/<stage>.json`. Node text goes through `safetext.printable`, then HTML
-escaping (jinja2 autoescape).
+beside the document for each node rejected or with a waived failure, `evidence.write_pages`)
+and the document itself, `raw/<node>/<stage>.json`. Node text goes through
+`safetext.printable`, then HTML escaping (jinja2 autoescape).
 
     >>> write_report(Path("reports/r1"), json.load(open("reports/r1/admission.json")))
     PosixPath('reports/r1/report.html')
@@ -31,12 +31,12 @@ from nodegate.reports.folding import node_state, nodeset
 from nodegate.reports.html.evidence import page_ref, write_pages
 from nodegate.reports.html.plots import plots
 from nodegate.reports.html.view import (
+    evidence_nodes,
     heatmap,
     href,
     index_verdicts,
     node_views,
     rejected_by,
-    shown_nodes,
 )
 from nodegate.stages.registry import checks_by_id
 from nodegate.transport.evidence import evidence_file
@@ -96,9 +96,9 @@ def write_report(
     run_dir: Path, doc: Mapping[str, Any], vdoc: Mapping[str, Any] | None = None
 ) -> Path:
     """Write `run_dir/report.html` from `doc` and the verdicts document `vdoc` (default: read
-    `run_dir/verdicts.json`; absent, no plots), and the evidence pages of the nodes it
-    details."""
-    write_pages(run_dir, shown_nodes(doc))
+    `run_dir/verdicts.json`; absent, no plots), and the evidence pages of the nodes whose
+    evidence it cites."""
+    write_pages(run_dir, evidence_nodes(doc))
     if vdoc is None:
         vpath = run_dir / VERDICTS_FILE
         vdoc = json.loads(vpath.read_text(encoding="utf-8")) if vpath.is_file() else {}

@@ -1,8 +1,8 @@
-"""Evidence pages: `raw/<node>/<stage>.html`, one per evidence document of each node the report
-shows (not admitted, or admitted with a waived failure), for a person to read: per command the
-command line, rc, duration and its stdout and stderr as preformatted text, each command under
-an anchor named by its command id, so that a verdict's `raw/<node>/<stage>.json#<command>`
-opens as `raw/<node>/<stage>.html#<command>`.
+"""Evidence pages: `raw/<node>/<stage>.html`, one per evidence document of each node whose
+evidence the report cites (rejected, or with a waived failure), for a person to read: per
+command the command line, rc, duration and its stdout and stderr as preformatted text, each
+command under an anchor named by its command id, so that a verdict's
+`raw/<node>/<stage>.json#<command>` opens as `raw/<node>/<stage>.html#<command>`.
 
 What a node printed is untrusted: control characters are escaped (`safetext`, tabs and line
 breaks kept), then HTML-escaped (jinja2 autoescape). A page is bounded: each stream shows its

@@ -186,9 +186,10 @@ def _row(
     return Row(node, state, tuple(cells), (page(first) or href(first)) if first else None)
 
 
-def shown_nodes(doc: Mapping[str, Any]) -> list[str]:
-    """The nodes the report details: not admitted, or admitted with a waived failure."""
-    return [n for n, d in doc["nodes"].items() if node_state(d) != "admitted" or d.get("waived")]
+def evidence_nodes(doc: Mapping[str, Any]) -> list[str]:
+    """The nodes whose evidence the report cites: rejected, or with a waived failure (those
+    whose files the run expanded; a node not qualified cites none)."""
+    return [n for n, d in doc["nodes"].items() if node_state(d) == "rejected" or d.get("waived")]
 
 
 def node_views(doc: Mapping[str, Any], page: Pages = no_pages) -> list[NodeView]:
