@@ -153,3 +153,15 @@ def test_units_follow_quantities_never_prose() -> None:
     assert (reason_view(bw).observed, reason_view(bw).expected) == ("231.6 Gb/s", ">= 360 Gb/s")
     assert observed_expected(bw) == " (observed 231.6 Gb/s, expected >= 360 Gb/s)"
     assert with_unit_text("x16", "x16", "lanes") == "x16 lanes"
+
+
+def test_a_document_that_is_not_evidence_gets_no_page_and_breaks_nothing(tmp_path: Path) -> None:
+    d = tmp_path / "raw" / "n3"
+    d.mkdir(parents=True)
+    (d / "reach.json").write_text("[1, 2]")  # JSON, not an evidence document
+    (d / "hca.json").write_text('{"node": "n3", "stage": "hca", "commands": {"a": 7}}')
+    (d / "pcie_gpu.json.gz").write_bytes(b"\x1f\x8bnot gzip")
+    from nodegate.reports.html.evidence import write_pages
+
+    assert [p.name for p in write_pages(tmp_path, ["n3", "n9"])] == ["hca.html"]
+    assert "Commands: none" in (d / "hca.html").read_text()

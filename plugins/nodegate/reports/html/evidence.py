@@ -132,8 +132,11 @@ def page_view(doc: Mapping[str, Any], json_name: str, link: Callable[[str], str]
     )
     if isinstance(doc.get("duration_s"), int | float):
         facts += (("session duration", _seconds(doc["duration_s"])),)
+    given = doc.get("commands")
     commands = tuple(
-        command_view(str(cid), c, link) for cid, c in (doc.get("commands") or {}).items()
+        command_view(str(cid), c, link)
+        for cid, c in (given.items() if isinstance(given, Mapping) else ())
+        if isinstance(c, Mapping)
     )
     return PageView(str(doc.get("node", "")), str(doc.get("stage", "")), json_name, facts, commands)
 
@@ -181,6 +184,8 @@ def write_pages(run_dir: Path, nodes: Iterable[str]) -> list[Path]:
             try:
                 doc = open_evidence(d / name)
             except (OSError, ValueError):
+                continue
+            if not isinstance(doc, Mapping):  # not an evidence document: its JSON says so
                 continue
             page = d / page_name(name)
             tmp = page.with_name(f".{page.name}.tmp")
