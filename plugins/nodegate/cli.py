@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 from nodegate.core import bundled
 from nodegate.core.errors import ConfigError
 from nodegate.core.safetext import printable, printable_lines
+from nodegate.core.words import plural
 
 if TYPE_CHECKING:
     from nodegate.framework.stage import PassiveStage
+    from nodegate.sim.fleet import Fleet
 
 DEFAULT_SIM_ROOT = Path(".nodegate") / "sim"
 DEFAULT_SUBNET = "127.77"
@@ -39,7 +40,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if args.action in ("start", "up"):
         fleet.start()
         st = fleet.status()
-        print(f"started: {st.running} sshd daemons, {st.listening} node addresses listening")
+        print(
+            f"started: {plural(st.running, 'sshd daemon')}, "
+            f"{plural(st.listening, 'node address', 'node addresses')} listening"
+        )
         if args.slurm:
             cluster = SlurmCluster(fleet.root)
             try:
@@ -64,17 +68,26 @@ def cmd_sim(args: argparse.Namespace) -> int:
             + (f" and {slurm} Slurm daemons" if slurm else "")
         )
     elif args.action == "status":
-        st = fleet.status()
-        print(
-            json.dumps(
-                st.__dict__
-                if hasattr(st, "__dict__")
-                else {k: getattr(st, k) for k in st.__slots__},
-                indent=1,
-            )
-        )
-        return 0 if st.running == st.daemons and st.daemons else 3
+        return sim_status(fleet)
     return 0
+
+
+def sim_status(fleet: Fleet) -> int:
+    """`nodegate sim status`: one line, exit 0 when every sshd daemon of the fleet runs, 1 when
+    some or all are stopped; a directory with no fleet built is a usage error (4)."""
+    if not (fleet.root / "model.json").is_file():
+        raise ConfigError(
+            f"sim status: no fleet built at {fleet.root} (nodegate sim build --model M --dir DIR)"
+        )
+    st = fleet.status()
+    daemons = f"{st.running} of {plural(st.daemons, 'sshd daemon')} up"
+    if st.daemons and st.running == st.daemons:
+        addresses = plural(st.nodes, "node address", "node addresses")
+        print(f"running: {daemons}, {st.listening} of {addresses} listening ({fleet.root})")
+        return 0
+    state = "stopped" if st.running == 0 else "partly stopped"
+    print(f"{state}: {daemons} ({fleet.root}); start it: nodegate sim start --dir {fleet.root}")
+    return 1
 
 
 class _RunDir:
@@ -115,7 +128,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     try:
         fleet.start()
         st = fleet.status()
-        print(f"  {st.nodes} nodes, {st.running} sshd daemons, {st.listening} addresses listening")
+        print(
+            f"  {plural(st.nodes, 'node')}, {plural(st.running, 'sshd daemon')}, "
+            f"{plural(st.listening, 'address', 'addresses')} listening"
+        )
         pytest_args = [
             *bundled.suite_args(),
             f"--inventory={fleet.root / 'inventory.yaml'}",

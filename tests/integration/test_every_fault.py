@@ -80,7 +80,8 @@ FAILING = {
     *("hca.port.width", "hca.port.speed", "hca.port.rate", "hca.pcie.width"),
     *("hca.counters.errors", "hca.link.ber", "hca.gpudirect", "ib_pairs.rail.bandwidth"),
 }
-LINE = re.compile(r"^  (\S+): (\S+) FAIL \[(.*?)\]: (.*)$")
+# A fold's reason line (indented), or a one-reason fold's own line (unindented).
+LINE = re.compile(r"^(?:  )?(\S+): (\S+) FAIL \[(.*?)\]: (.*)$")
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 
 
@@ -126,7 +127,7 @@ def test_every_fail_reason_shows_observed_and_expected(sim_fleet: Any) -> None:
         assert ok, (node, r, found)
     escaped = "Rocky 9\\x1b[1A\\x1b[2Kgpu031 admitted\\x1b]0;owned\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07"
     assert lines[("gpu031", "reach.os.release", "os")] == [
-        f"  gpu031: reach.os.release FAIL [os]: {escaped} "
+        f"gpu031: reach.os.release FAIL [os]: {escaped} "
         "(observed rocky 9.3, expected ID in ['ubuntu'], VERSION_ID in ['22.04', '24.04']) "
         "(fix_config)"  # its remediation class (#13)
     ]

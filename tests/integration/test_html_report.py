@@ -69,9 +69,13 @@ def check_report_in_chromium(r: Run) -> None:
             reason_links = page.locator("#node-gpu003 a.evidence").evaluate_all(
                 "links => links.map(a => a.getAttribute('href'))"
             )
+            json_links = page.locator("#node-gpu003 a.json").evaluate_all(
+                "links => links.map(a => a.getAttribute('href'))"
+            )
             page.locator('tr[data-node="gpu003"] a.evidence').click()  # the row's link
             page.wait_for_load_state("load")
             evidence_text = page.inner_text("body")
+            target = page.evaluate("document.querySelector(':target').id")
         finally:
             browser.close()
     assert errors == []  # no console error, no network request
@@ -82,14 +86,39 @@ def check_report_in_chromium(r: Run) -> None:
     # Two racks of two, each with a rejected node: every node has a row.
     assert rows == {
         "gpu001": ("not_qualified", None),
-        "gpu002": ("rejected", "raw/gpu002/reach.json"),
-        "gpu003": ("rejected", "raw/gpu003/pcie_gpu.json#nvsmi"),
+        "gpu002": ("rejected", "raw/gpu002/reach.html"),
+        "gpu003": ("rejected", "raw/gpu003/pcie_gpu.html#nvsmi"),
         "gpu004": ("not_qualified", None),
     }
-    assert reason_links == ["raw/gpu003/pcie_gpu.json#nvsmi", "raw/gpu003/pcie_gpu.json#lspci"]
-    assert json.loads(evidence_text)["node"] == "gpu003"
+    assert reason_links == ["raw/gpu003/pcie_gpu.html#nvsmi", "raw/gpu003/pcie_gpu.html#lspci"]
+    assert json_links == ["raw/gpu003/pcie_gpu.json#nvsmi", "raw/gpu003/pcie_gpu.json#lspci"]
+    # The link opened the node's evidence page at the command the verdict cites.
+    assert target == "nvsmi" and "nvidia-smi -q" in evidence_text
+    assert evidence_text.startswith("gpu003 · pcie_gpu: evidence")
+    check_references_exist(r.run_dir)
     assert plots[:2] == ["pcie.gpu.width (lanes)", "pcie.gpu.gen (gen)"]
     assert limit_lines == len(plots)
+
+
+def check_references_exist(run_dir: Path) -> None:
+    """Every evidence reference in verdicts.json and admission.json names a file of the run
+    (`.json` for the rejected nodes, `.json.gz` for the others), and its command is in it."""
+    from nodegate.transport.evidence import resolve_evidence
+
+    vdoc = json.loads((run_dir / "verdicts.json").read_text())
+    doc = json.loads((run_dir / "admission.json").read_text())
+    refs = {e for v in vdoc["verdicts"] for e in v["evidence"]}
+    refs |= {e for d in doc["nodes"].values() for r in d["reasons"] for e in r["evidence"]}
+    assert (
+        refs
+        and {
+            ref.partition("#")[0] for ref in refs if not (run_dir / ref.partition("#")[0]).is_file()
+        }
+        == set()
+    )
+    assert {ref.partition("#")[0].rsplit(".", 1)[-1] for ref in refs} == {"json", "gz"}
+    for ref in refs:
+        assert "cmd" in resolve_evidence(run_dir, ref)
 
 
 def check_allure(r: Run, allure: Path) -> None:

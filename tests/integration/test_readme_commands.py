@@ -64,11 +64,11 @@ PLAN: dict[str, Step] = {
         "--subnet {subnet}", 0, "", "a fresh subnet"
     ),
     "ssh -F .nodegate/sim/demo/ssh_config gpu001 uname -r": Step("", 0, "5.15.0-105-generic"),
-    ".venv/bin/clush -o '-F .nodegate/sim/demo/ssh_config' -w 'gpu[001-004]' -b uname -r": Step(
+    ".venv/bin/clush -o '-F .nodegate/sim/demo/ssh_config' -w 'gpu[004-007]' -b uname -r": Step(
         "", 0, "5.15.0-105-generic"
     ),
     "PDSH_RCMD_TYPE=ssh PDSH_SSH_ARGS_APPEND='-F .nodegate/sim/demo/ssh_config' "
-    "pdsh -w 'gpu[001-004]' uname -r": Step("", 0, "gpu004: 5.15.0-105-generic"),
+    "pdsh -w 'gpu[004-007]' uname -r": Step("", 0, "gpu004: 5.15.0-105-generic"),
     ".venv/bin/pytest suites --inventory .nodegate/sim/demo/inventory.yaml": Step(
         "-m reach", 1, "", "the reach stage only"
     ),
@@ -92,7 +92,9 @@ PLAN: dict[str, Step] = {
     ".venv/bin/pytest suites --inventory inv.yaml --transport replay --replay bundle/": Step(
         "-m reach", 1, "", "the reach stage only (the bundle holds reach)"
     ),
-    ".venv/bin/nodegate sim status --dir .nodegate/sim/demo": Step(),
+    ".venv/bin/nodegate sim status --dir .nodegate/sim/demo": Step(
+        "", 0, "running: 2 of 2 sshd daemons up, 31 of 32 node addresses listening"
+    ),
     ".venv/bin/nodegate sim stop --dir .nodegate/sim/demo": Step(),
     ".venv/bin/pytest suites --inventory inventories/examples/h100-racks.yaml": Step(
         "--collect-only -q", 0, "", "real nodes: collected, not connected to"

@@ -151,7 +151,7 @@ def test_a_diagnostic_run_admits_nobody_and_says_which_checks_did_not_run() -> N
         "nodegate run r1: 2 nodes, 0 admitted, 1 rejected, 1 not qualified (stages: reach)",
         "REJECTED 1: n2",
         "  by remediation: fix_config n2",
-        "  n2: reach.kernel.version FAIL [kernel]: kernel 5.4 (expected >= 5.15) (fix_config)",
+        "n2: reach.kernel.version FAIL [kernel]: kernel 5.4 (expected >= 5.15) (fix_config)",
         "NOT QUALIFIED 1: n1: 2 required checks did not run in this run: gpu.xid, reach.ssh",
         "INCOMPLETE run (not every required check ran): reports/latest and actions do not "
         "follow it (--allow-incomplete to let them)",

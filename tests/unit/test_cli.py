@@ -225,3 +225,23 @@ def test_demo_says_what_its_exit_code_means(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == (
         "exit code 1: some nodes rejected, as this demo intends: its fleet has injected faults"
     )
+
+
+def test_sim_status_says_stopped_and_exits_1_and_a_missing_fleet_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """#21: a stopped fleet's status was exit 3 (internal error) and a JSON dump."""
+    model = tmp_path / "m.yaml"
+    model.write_text("name: t\nprofile: generic-hgx-h100\nnodes: gpu[001-002]\n")
+    fleet = tmp_path / "fleet"
+    assert cli.main(["sim", "build", "--model", str(model), "--dir", str(fleet)]) == 0
+    capsys.readouterr()
+    assert cli.main(["sim", "status", "--dir", str(fleet)]) == 1
+    assert capsys.readouterr().out == (
+        f"stopped: 0 of 1 sshd daemon up ({fleet}); start it: nodegate sim start --dir {fleet}\n"
+    )
+    assert cli.main(["sim", "status", "--dir", str(tmp_path / "none")]) == 4
+    assert capsys.readouterr().err == (
+        f"nodegate: sim status: no fleet built at {tmp_path / 'none'} "
+        "(nodegate sim build --model M --dir DIR)\n"
+    )

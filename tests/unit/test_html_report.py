@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from nodegate.reports.html import write_report
-from nodegate.reports.html.plots import bound, histogram, plots
+from nodegate.reports.html import render, write_report
+from nodegate.reports.html.plots import HEIGHT, MIN_BAR_PX, PAD, bound, histogram, plots
 
 
 def verdict(check: str, node: str, status: str, observed: Any = None, **kw: Any) -> dict[str, Any]:
@@ -135,32 +135,48 @@ def test_plots_split_bandwidth_by_rail_and_quantities_by_limit():
     vs = [
         verdict(BW, "n1", "pass", 386.0, component="mlx5_0 port 1 (rail 0)", expected=">= 360"),
         verdict(BW, "n1", "pass", 380.0, component="mlx5_1 port 1 (rail 1)", expected=">= 360"),
-        verdict("hca.count", "n1", "pass", 8, expected=8),
-        verdict("hca.count", "n1", "pass", 1, expected=1),
+        verdict("hca.port.rate", "n1", "pass", 400, expected=400),  # a rail port
+        verdict("hca.port.rate", "n1", "pass", 200, expected=200),  # the storage HCA's
         verdict("reach.kernel.version", "n1", "pass", "5.15.0"),  # text: not plotted
-        verdict("gpu.count", "n2", "error", None),  # not measured: not plotted
+        verdict("pcie.gpu.width", "n2", "error", None),  # not measured: not plotted
+        verdict("hca.count", "n1", "pass", 8, expected=8),  # a count, not charted
     ]
     assert [p.title for p in plots(vs)] == [
         "ib_pairs.rail.bandwidth rail 00",
         "ib_pairs.rail.bandwidth rail 01",
-        "hca.count (expected 1)",
-        "hca.count (expected 8)",
+        "hca.port.rate (expected 200)",
+        "hca.port.rate (expected 400)",
     ]
 
 
-def test_plots_come_in_the_order_their_checks_chart():
+def test_only_measurements_are_charted_in_their_checks_order():
     checks = ["gpu.count", "hca.port.rate", "gpu.ecc.uncorrectable", "hca.pcie.width"]
     checks += ["pcie.gpu.gen", "pcie.gpu.width", "nccl.whole.busbw", "nccl.cleanup"]
+    checks += ["ib_pairs.cleanup", "hca.count"]
     vs = [verdict(c, "n1", "pass", 1) for c in checks]
     vs.append(verdict(BW, "n1", "pass", 386.0, component="mlx5_0 port 1 (rail 0)"))
+    # Counts of stray processes and of parts are no measurement: their checks have no chart.
     assert [p.title for p in plots(vs)] == [
         "ib_pairs.rail.bandwidth rail 00",
-        "nccl.cleanup",
         "nccl.whole.busbw",
         "pcie.gpu.width",
         "pcie.gpu.gen",
         "hca.pcie.width",
         "gpu.ecc.uncorrectable",
         "hca.port.rate",
-        "gpu.count",
     ]
+
+
+def test_every_bar_has_its_count_and_a_minority_stays_visible():
+    widths = [16.0] * 239 + [8.0]  # one GPU at x8 among 240
+    p = histogram("pcie.gpu.width", widths, {"direction": "min", "value": 16}, "lanes")
+    assert [(b.label, b.count, b.bad) for b in p.bars] == [("8", 1, True), ("16", 239, False)]
+    one, rest = p.bars
+    assert one.h == MIN_BAR_PX and rest.h == HEIGHT - 2 * PAD  # not a 0.3 px hairline
+    page = render(
+        admission({"n1": ("r1", [])}),
+        {"verdicts": [verdict("pcie.gpu.width", f"n{i}", "pass", w, unit="lanes",
+                              reference={"direction": "min", "value": 16})
+                      for i, w in enumerate(widths)]},
+    )  # fmt: skip
+    assert re.findall(r'<text class="count"[^>]*>(\d+)</text>', page) == ["1", "239"]

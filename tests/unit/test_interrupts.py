@@ -175,6 +175,10 @@ def test_latest_stays_on_the_last_complete_run(tmp_path: Path) -> None:
     # A diagnostic run (-k, -m: not every required check ran) leaves it too (#13).
     LatestLink().pytest_nodegate_admission({"actionable": False}, tmp_path / "new")
     assert os.readlink(tmp_path / "latest") == "old"
+    # A replay re-judges a captured bundle: not the fleet's latest state (#21).
+    replay = {"actionable": True, "transport": "replay"}
+    LatestLink().pytest_nodegate_admission(replay, tmp_path / "new")
+    assert os.readlink(tmp_path / "latest") == "old"
     LatestLink().pytest_nodegate_admission({"actionable": True}, tmp_path / "new")
     assert os.readlink(tmp_path / "latest") == "new"
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nodegate.core.errors import ConfigError
 from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
 from nodegate.profiles import Profile, load_profile_file
 from nodegate.sim.fleet_model import Fault, SimNode
@@ -313,3 +314,39 @@ def test_no_devices_found_is_a_count_failure(profile):
     count = [v for v in vs if v.check == "gpu.count"]
     assert [(v.status, v.observed, v.expected) for v in count] == [(Status.FAIL, 0, 8)]
     assert ("gpu.model", "error") in not_passing(vs)
+
+
+def test_an_xid_older_than_the_window_is_not_judged(profile):
+    """#21: the simulated journalctl ignored --since, so a 2-day-old Xid counted as "last 24 h"
+    (its records were stamped 2026-11-29). It honours the window the stage asks for."""
+    old = run(profile, (Fault("xid", "79@2~48h"),))
+    assert not_passing(old) == set()
+    xid = [v for v in old if v.check == "gpu.xid"]
+    assert {v.message for v in xid} == {"no Xid in the last 24 h"}
+    fresh = run(profile, (Fault("xid", "79@2"), Fault("xid", "48@1~48h")))
+    assert not_passing(fresh) == {("gpu.xid", "fail")}
+    assert [(v.component.split()[0], v.observed) for v in fresh if v.status is Status.FAIL] == [
+        ("GPU2", "79")
+    ]
+
+
+def test_the_simulated_journal_window_is_read_as_journalctl_reads_it():
+    node = SimNode("gpu001", 0, "127.0.0.1", {}, {}, (Fault("xid", "79@2~48h"),))
+    (tool,) = [t for t in sim.tools(node) if t.name == "journalctl"]
+
+    def log(*args: str) -> tuple[int, list[str], str]:
+        r = answer(tool, ["-k", "-o", "short-iso", *args])
+        return r.rc, [ln.split(" kernel: ")[1][:24] for ln in r.stdout.splitlines()], r.stderr
+
+    banner, xid = "NVRM: loading NVIDIA UNI", "NVRM: Xid (PCI:0000:4c:0"
+    assert log() == (0, [xid, banner], "")  # no window: the whole journal
+    assert log("--since", "-24h") == (0, [banner], "")
+    assert log("-S", "-3d") == (0, [xid, banner], "")
+    assert log("--since=-1min") == (0, [], "")
+    assert log("--since", "-3d", "--until", "-1d") == (0, [xid], "")
+    assert log("-S", "yesterday 1 month ago") == (0, [xid, banner], "")  # what `date -d` reads
+    assert log("--since", "last tuesday-ish") == (
+        1, [], "Failed to parse timestamp: last tuesday-ish\n",
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"fault xid: got '79@2~2d', expected CODE"):
+        sim.xid_arg("79@2~2d")

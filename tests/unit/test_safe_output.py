@@ -78,9 +78,8 @@ def test_summary_escapes_node_text() -> None:
     assert lines == [
         "nodegate run r1: 2 nodes, 0 admitted, 2 rejected (stages: reach)",
         "REJECTED 2: gpu[1-2]",
-        "  gpu2: reach.ofed.version ERROR [OFED]: `ofed_info -s` exited 1: "
-        "\\x1b]52;c;cHduZWQ=\\x07",
-        f"  gpu1: reach.os.release FAIL [os]: {ESCAPED} "
+        "gpu2: reach.ofed.version ERROR [OFED]: `ofed_info -s` exited 1: \\x1b]52;c;cHduZWQ=\\x07",
+        f"gpu1: reach.os.release FAIL [os]: {ESCAPED} "
         "(observed rocky 9.3, expected ID in ['ubuntu'])",
         "admission: reports/r1/admission.json",
     ]
@@ -117,8 +116,8 @@ def test_summary_escapes_node_text() -> None:
                 message="volatile uncorrectable ECC errors",
             ),
             "gpu1: gpu.ecc.uncorrectable FAIL [GPU3]: volatile uncorrectable ECC errors "
-            "(observed 1 errors, expected <= 0)",
-            id="unit-on-numbers",
+            "(observed 1 errors, expected <= 0 errors)",
+            id="unit-on-quantities",
         ),
         pytest.param(
             reason(

@@ -31,7 +31,10 @@ def test_defaults():
     assert build().profile_search_path() == [bundled.profiles_dir()]
 
 
-def test_every_value_from_the_command_line(tmp_path):
+def test_every_value_from_the_command_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
     cli = {
         "nodegate_inventory": "inv.yaml",
         "nodegate_nodes": "gpu[001-004]",
@@ -69,9 +72,21 @@ def test_command_line_wins_over_ini_and_ini_fills_the_rest():
     assert (s.fanout, s.nodes, s.accept_new_hostkeys) == (8, "@rack1", True)
 
 
-def test_profiles_dir_ini_twin_takes_whitespace_separated_dirs():
-    s = build(ini={"nodegate_profiles_dir": " site/profiles\n  /etc/nodegate/profiles "})
-    assert s.profiles_dirs == (Path("site/profiles"), Path("/etc/nodegate/profiles"))
+def test_profiles_dir_ini_twin_takes_whitespace_separated_dirs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "site" / "profiles").mkdir(parents=True)
+    (tmp_path / "etc").mkdir()
+    s = build(ini={"nodegate_profiles_dir": f" site/profiles\n  {tmp_path}/etc "})
+    assert s.profiles_dirs == (Path("site/profiles"), tmp_path / "etc")
+
+
+def test_a_profiles_dir_that_is_not_a_directory_is_refused(tmp_path):
+    """#21: a typo fell back to the shipped profiles without a word."""
+    (tmp_path / "f").write_text("")
+    for given in ([str(tmp_path / "nope")], [str(tmp_path), str(tmp_path / "f")]):
+        with pytest.raises(ConfigError) as e:
+            build({"nodegate_profiles_dir": given})
+        assert str(e.value) == f"--profiles-dir: got '{given[-1]}', expected an existing directory"
 
 
 @pytest.mark.parametrize(

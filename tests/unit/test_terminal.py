@@ -57,8 +57,8 @@ def test_one_reason_per_check_reads_as_one_line_per_reason():
         "nodegate run r1: 3 nodes, 1 admitted, 2 rejected (stages: reach)",
         "ADMITTED 1: gpu1",
         "REJECTED 2: gpu[2-3]",
-        "  gpu3: reach.kernel.uniform FAIL [kernel]: kernel 5.15 differs",
-        "  gpu2: reach.ssh FAIL: unreachable: refused (observed x, expected ok)",
+        "gpu3: reach.kernel.uniform FAIL [kernel]: kernel 5.15 differs",
+        "gpu2: reach.ssh FAIL: unreachable: refused (observed x, expected ok)",
         "admission: reports/r1/admission.json",
         "report: reports/r1/report.html",
     ]
@@ -97,8 +97,8 @@ def test_1024_nodes_with_50_faults_fit_one_screen():
         "  gpu[0005,0517]: pcie.gpu.width FAIL [GPU0]: PCIe x8",
         "  gpu[0069,0581]: pcie.gpu.width FAIL [GPU1]: PCIe x8",
     ]
-    assert folded[28:] == [
-        "  gpu[0011,0111,0211,0311,0411,0511,0611,0711]: gpu.xid FAIL [GPU2]: Xid 79"
+    assert folded[28:] == [  # one reason: a line at a header's place, not under pcie's
+        "gpu[0011,0111,0211,0311,0411,0511,0611,0711]: gpu.xid FAIL [GPU2]: Xid 79"
     ]
     assert len(folded) == 29
     assert lines[-2:] == ["admission: reports/r1/admission.json", "report: reports/r1/report.html"]
@@ -115,12 +115,12 @@ def test_budget_zero_shows_every_reason_and_a_small_budget_says_what_it_left_out
     faults = {i: [reason(f"c.check{i:02d}", f"m{i}")] for i in range(1, 41)}
     d = fleet(40, faults)
     every = decision_lines(d, PATHS, 0)
-    assert [ln for ln in every if ln.startswith("  gpu")] == [
-        f"  gpu{i:04d}: c.check{i:02d} FAIL: m{i}" for i in range(1, 41)
+    assert [ln for ln in every if ln.startswith("gpu")] == [
+        f"gpu{i:04d}: c.check{i:02d} FAIL: m{i}" for i in range(1, 41)
     ]
     short = decision_lines(d, PATHS, 10)
     reasons = short[2:-2]
-    assert reasons == [f"  gpu{i:04d}: c.check{i:02d} FAIL: m{i}" for i in range(1, 10)] + [
+    assert reasons == [f"gpu{i:04d}: c.check{i:02d} FAIL: m{i}" for i in range(1, 10)] + [
         f"... 31 more checks fail on 31 nodes: {WHERE}"
     ]
 
@@ -145,8 +145,8 @@ def test_admission_keys_of_other_pieces_are_shown_when_present():
         "ADMITTED 1: gpu3",
         "REJECTED 1: gpu1",
         "  by remediation: rma gpu1",
-        "  gpu1: gpu.xid FAIL: Xid 79 (rma)",
-        "NOT QUALIFIED 1: gpu2: 1 required checks did not run in this run: reach.kernel.version",
+        "gpu1: gpu.xid FAIL: Xid 79 (rma)",
+        "NOT QUALIFIED 1: gpu2: 1 required check did not run in this run: reach.kernel.version",
         "WAIVED gpu3: gpu.remap FAIL: pending - waiver 1: RMA OPS-7 (owner ops@x, until "
         "2026-12-31)",
         "INCOMPLETE run (not every required check ran): reports/latest and actions do not "
@@ -158,7 +158,7 @@ def test_admission_keys_of_other_pieces_are_shown_when_present():
 def test_node_text_is_escaped():
     d = doc({"gpu1": [reason("reach.os.release", "Rocky\x1b]0;owned\x07 9")]})
     assert decision_lines(d, Paths("a.json"), 30)[2] == (
-        "  gpu1: reach.os.release FAIL: Rocky\\x1b]0;owned\\x07 9"
+        "gpu1: reach.os.release FAIL: Rocky\\x1b]0;owned\\x07 9"
     )
 
 
@@ -203,6 +203,7 @@ def test_summary_comes_last_and_item_reports_are_off_by_default(replay_run, tmp_
             f"{tmp_path / 'empty'} (expected ok) (fix_config)"
             for i in (1, 2, 3)
         ),
+        "REPLAY run (judged from a captured bundle): reports/latest does not follow it",
         # A -m reach run: a diagnostic run (admission policy, #13).
         "INCOMPLETE run (not every required check ran): reports/latest and actions do not "
         "follow it (--allow-incomplete to let them)",
@@ -227,3 +228,47 @@ def test_bad_summary_lines_is_a_usage_error(replay_run):
     rc, out = replay_run("--run-id=c", "--summary-lines=many")
     assert rc == 4
     assert "ERROR: nodegate: --summary-lines: got 'many', expected a whole number >= 0" in out
+
+
+def test_each_reason_is_under_its_own_checks_header():
+    """#21: `gpu017: reach.kernel.uniform FAIL` was printed indented under
+    `reach.kernel.version ERROR on 3 nodes`, as if it were one of its reasons."""
+    timeout = [reason("reach.kernel.version", f"`uname -r` timed out ({i})", status="error")
+               for i in (1, 2, 3)]  # fmt: skip
+    d = doc(
+        {
+            "gpu001": [timeout[0]],
+            "gpu002": [timeout[1]],
+            "gpu003": [timeout[2]],
+            "gpu017": [reason("reach.kernel.uniform", "kernel 5.15.0-91 differs")],
+        }
+    )
+    assert decision_lines(d, PATHS, 30)[2:-2] == [
+        "reach.kernel.version ERROR on 3 nodes: gpu[001-003]",
+        "  gpu001: reach.kernel.version ERROR: `uname -r` timed out (1)",
+        "  gpu002: reach.kernel.version ERROR: `uname -r` timed out (2)",
+        "  gpu003: reach.kernel.version ERROR: `uname -r` timed out (3)",
+        "gpu017: reach.kernel.uniform FAIL: kernel 5.15.0-91 differs",
+    ]
+
+
+def test_a_count_and_its_noun_agree():
+    """#21: "1 tests", "1 nodes"."""
+    from nodegate.core.words import plural
+
+    assert [plural(n, "test") for n in (0, 1, 2)] == ["0 tests", "1 test", "2 tests"]
+    assert plural(1, "node address", "node addresses") == "1 node address"
+    d = doc({"gpu1": [reason("gpu.xid", "Xid 79")]})
+    assert decision_lines(d, PATHS, 30)[0] == (
+        "nodegate run r1: 1 node, 0 admitted, 1 rejected (stages: reach)"
+    )
+
+
+def test_a_replay_run_says_reports_latest_does_not_follow_it():
+    d = doc({"gpu1": []}, transport="replay")
+    assert decision_lines(d, Paths("a.json"), 30) == [
+        "nodegate run r1: 1 node, 1 admitted, 0 rejected (stages: reach)",
+        "ADMITTED 1: gpu1",
+        "REPLAY run (judged from a captured bundle): reports/latest does not follow it",
+        "admission: a.json",
+    ]

@@ -151,6 +151,21 @@ CASES = {
         pytest_run("--run-id", "used"),
         "--run-id: got 'used', expected an id not used yet (reports/used exists)",
     ),
+    "mark-unknown": Case(  # #21: exit 5, a run directory, and no word of the stage markers
+        pytest_run("-m", "reach or nosuchstage"),
+        "-m: 'nosuchstage' in 'reach or nosuchstage' is no marker of these suites; the stage "
+        "markers: reach, pcie_gpu, hca, roce, ib_pairs, nccl (every registered marker: "
+        "pytest --markers)",
+    ),
+    "profiles-dir-missing": Case(  # #21: accepted, the shipped profiles used instead
+        pytest_run("--profiles-dir", "/nonexistent"),
+        "--profiles-dir: got '/nonexistent', expected an existing directory",
+    ),
+    "ini-profiles-dir-file": Case(
+        pytest_run("-o", "nodegate_profiles_dir=. a-file"),
+        "--profiles-dir (from ini nodegate_profiles_dir): got 'a-file', expected an existing "
+        "directory",
+    ),
     "capture-stages": Case(
         ("capture", "--inventory", "inv.yaml", "--stages", "bogus", "--out", "bundle"),
         "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, hca, roce, ib_pairs, nccl",
@@ -205,3 +220,21 @@ def test_readme_exit_code_table_says_4_is_a_usage_error() -> None:
     assert table["4"].startswith("usage error: ")
     for words in ("inventory", "ssh_config", "option", "--run-id", "waiver", "SLURM_CONF"):
         assert words in table["4"], (words, table["4"])
+
+
+def test_marker_names_are_read_as_pytest_scans_them() -> None:
+    from nodegate.session.collection import marker_names
+
+    assert marker_names("reach and not (pcie_gpu or device(serial='1', n=2))") == [
+        "reach",
+        "pcie_gpu",
+        "device",
+    ]
+    assert marker_names("not  nccl") == ["nccl"]
+
+
+def test_an_expression_of_known_markers_runs(site: Path) -> None:
+    """A registered marker other than a stage's (pyproject's `slow`) is known too."""
+    p = run(site, Case(pytest_run("--collect-only", "-m", "reach and not slow"), ""))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines()[0] == "suites/test_reach.py::test_ssh_reachable[n1]"

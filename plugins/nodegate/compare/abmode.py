@@ -22,6 +22,7 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.results import COMPARE_FILE
 from nodegate.core.safetext import printable
 from nodegate.core.settings import Settings
+from nodegate.core.words import plural
 from nodegate.profiles import Profile
 from nodegate.stages.registry import checks_by_id
 
@@ -116,7 +117,8 @@ def summary_lines(cmp: Comparison, baseline_dir: Path, path: str) -> list[str]:
     )
     lines = [
         f"compared with baseline {cmp.baseline_run} ({baseline_dir}): "
-        f"{len(cmp.nodes_compared)} nodes, {len(cmp.changes) + len(cmp.jobs)} changes, {verdict}"
+        f"{plural(len(cmp.nodes_compared), 'node')}, "
+        f"{plural(len(cmp.changes) + len(cmp.jobs), 'change')}, {verdict}"
     ]
     lines += ["  REGRESSION " + _job_line(j) for j in job_regs]
     lines += ["  REGRESSION " + ln for ln in _folded(regs)]

@@ -6,7 +6,9 @@ it (admission, comparison, reports) and none of them needs the engine that fills
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,23 @@ class RunResult:
 
     def for_item(self, check: str, node: str) -> list[Verdict]:
         return self.verdicts.get((check, node), [])
+
+    def rename_evidence(self, rename: Callable[[str], str]) -> int:
+        """Replace every verdict's evidence references by `rename(ref)` (the run's evidence
+        files renamed); returns how many changed, and the next `write` writes them."""
+        changed = 0
+        for key, vs in self.verdicts.items():
+            new = []
+            for v in vs:
+                refs = tuple(rename(e) for e in v.evidence)
+                if refs != v.evidence:
+                    changed += 1
+                    v = dataclasses.replace(v, evidence=refs)
+                new.append(v)
+            self.verdicts[key] = new
+        if changed:
+            self._written = None
+        return changed
 
     def to_json(self, verdicts: bool = True) -> dict[str, Any]:
         return {

@@ -12,6 +12,7 @@ nodegate.core.errors.ConfigError: --fanout: got '0', expected a whole number >= 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Collection, Mapping
@@ -259,10 +260,15 @@ def _dirs(g: _Given) -> tuple[Path, ...]:
     if g.value is None:
         return ()
     if isinstance(g.value, str):  # the ini twin: whitespace-separated directories
-        return tuple(Path(d) for d in g.value.split())
-    if isinstance(g.value, (list, tuple)):
-        return tuple(Path(str(d)) for d in g.value)
-    raise g.bad("one or more directories")
+        dirs = tuple(Path(d) for d in g.value.split())
+    elif isinstance(g.value, (list, tuple)):
+        dirs = tuple(Path(str(d)) for d in g.value)
+    else:
+        raise g.bad("one or more directories")
+    for d in dirs:
+        if not d.is_dir():  # a typo would silently fall back to the shipped profiles
+            raise dataclasses.replace(g, value=str(d)).bad("an existing directory")
+    return dirs
 
 
 def _count(g: _Given, default: int) -> int:

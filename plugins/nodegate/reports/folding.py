@@ -58,9 +58,20 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def _with_unit(value: Any, unit: str | None) -> str:
+def with_unit_text(text: str, value: Any, unit: str | None) -> str:
+    """`text` (how `value` is shown) with its unit when it is a quantity: a number, or text
+    that ends in one (`>= 360`, `x16`); prose keeps no unit ("no Xid ... in the last 24 h").
+
+    >>> with_unit_text(">= 360", ">= 360", "Gb/s"), with_unit_text("no Xid", "no Xid", "Xid")
+    ('>= 360 Gb/s', 'no Xid')
+    """
     number = isinstance(value, int | float) and not isinstance(value, bool)
-    return f"{_value(value)} {unit}" if unit and number else _value(value)
+    quantity = number or (isinstance(value, str) and value[-1:].isdigit())
+    return f"{text} {unit}" if unit and quantity else text
+
+
+def _with_unit(value: Any, unit: str | None) -> str:
+    return with_unit_text(_value(value), value, unit)
 
 
 def _shows(message: str, text: str) -> bool:

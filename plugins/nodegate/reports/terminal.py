@@ -9,6 +9,7 @@ nodeset, is printed last, after pytest's own closing line, on one screen at any 
     reach.ssh FAIL on 32 nodes: gpu[0003,0035,0067,0099,0131,0163,0195,0227] +24 more
       gpu0003: reach.ssh FAIL [ssh]: unreachable: connection to root@10.0.0.3:22 refused
       ... 31 more nodes with other messages: report.html, admission.json
+    gpu0017: reach.kernel.uniform FAIL [kernel]: kernel 5.15.0-91-generic differs from fleet
     admission: reports/r1/admission.json
     report: reports/r1/report.html
 """
@@ -25,6 +26,8 @@ import pytest
 
 from nodegate.core.results import ADMISSION_FILE, REPORT_FILE
 from nodegate.core.safetext import printable
+from nodegate.core.settings import REPLAY_TRANSPORT
+from nodegate.core.words import plural
 from nodegate.reports.folding import Fold, clip_nodeset, folds, node_state, nodeset, reason_line
 
 
@@ -80,7 +83,8 @@ class Paths:
 
 def fold_lines(found: Sequence[Fold], budget: int, where: str) -> list[str]:
     """The reason lines, within `budget` lines (0: no limit): a fold with one reason line is
-    that line; a larger one has a header, then as many of its lines as the budget allows."""
+    that line, at a header's place (it names its check: never read as under the fold before
+    it); a larger one has a header, then as many of its indented lines as the budget allows."""
     shares = _shares(found, budget or 1 << 30)
     lines: list[str] = []
     left_nodes: set[str] = set()
@@ -92,7 +96,7 @@ def fold_lines(found: Sequence[Fold], budget: int, where: str) -> list[str]:
             continue
         items = list(f.reasons.values())
         if len(items) == 1:
-            lines.append("  " + reason_line(items[0][1], items[0][0]))
+            lines.append(reason_line(items[0][1], items[0][0]))
             continue
         lines.append(f.header())
         shown = items[: share - 1] if share - 1 >= len(items) else items[: share - 2]
@@ -154,7 +158,7 @@ def missing_checks(doc: Mapping[str, Any]) -> str:
     """The required checks a diagnostic run left out, named (the first few)."""
     out = list(doc.get("out_of_scope") or ())
     shown = ", ".join(out[:6]) + (f" (+{len(out) - 6} more)" if len(out) > 6 else "")
-    return f"{len(out)} required checks did not run in this run: {shown}"
+    return f"{plural(len(out), 'required check')} did not run in this run: {shown}"
 
 
 def systemic_line(s: Mapping[str, Any]) -> str:
@@ -185,6 +189,10 @@ def admission_notes(doc: Mapping[str, Any], where: str) -> list[str]:
             f"WARNING waiver {w['index']} ({w['check']}{comp} on {w['nodes']}, owner "
             f"{w['owner']}) expired on {w['expires']}: ignored"
         )
+    if doc.get("transport") == REPLAY_TRANSPORT:
+        lines.append(
+            "REPLAY run (judged from a captured bundle): reports/latest does not follow it"
+        )
     if doc.get("complete") is False and not doc.get("interrupted"):
         follow = (
             "reports/latest and actions follow it (--allow-incomplete)"
@@ -210,7 +218,8 @@ def decision_lines(doc: Mapping[str, Any], paths: Paths, budget: int) -> list[st
     during = f" INTERRUPTED during {doc['interrupted']}:" if doc.get("interrupted") else ""
     nq = f", {len(unqualified)} not qualified" if unqualified else ""
     lines = [
-        f"nodegate run {doc['run_id']}:{during} {s['nodes']} nodes, {s['admitted']} admitted, "
+        f"nodegate run {doc['run_id']}:{during} {plural(s['nodes'], 'node')}, "
+        f"{s['admitted']} admitted, "
         f"{s['rejected']} rejected{nq} (stages: {', '.join(doc['stages']) or 'none'})"
     ]
     if admitted:

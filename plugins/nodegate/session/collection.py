@@ -6,17 +6,19 @@ engine; `node` (site checks) runs commands over the run's connection.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from _pytest.junitxml import xml_key
 
 from nodegate.admission.waivers import WaiverSet
 from nodegate.core.safetext import printable, printable_lines
 from nodegate.core.values import CommandResult, CommandSpec, Shell, Status, Verdict
 from nodegate.session.engine import LoopThread
 from nodegate.session.state import STATE, RunState
-from nodegate.stages.registry import checks_by_test
+from nodegate.stages.registry import STAGE_MARKERS, checks_by_test
 
 NODE_PARAM = "nodegate_node"
 COLLECTION_USAGE_ERROR = pytest.StashKey[str]()
@@ -56,6 +58,54 @@ def _usage_message(state: RunState | None, nodeid: str) -> str:
     return (
         f"nodegate: {nodeid}: {func} is not a registered nodegate check "
         "(see nodegate.stages.registry)"
+    )
+
+
+# A `-m` expression's words as pytest's own scanner cuts them (`_pytest/mark/expression.py`):
+# quoted strings, identifiers, and single characters (parentheses, `=`, `,`).
+_MARK_TOKEN = re.compile(r"""'[^']*'|"[^"]*"|(?:\w|:|\+|-|\.|\[|\]|\\|/)+|\S""")
+_MARK_WORDS = frozenset({"and", "or", "not"})
+
+
+def marker_names(expr: str) -> list[str]:
+    """The markers a `-m` expression names, in order, without its keyword arguments.
+
+    >>> marker_names("reach and not (pcie_gpu or device(serial='1'))")
+    ['reach', 'pcie_gpu', 'device']
+    """
+    tokens = _MARK_TOKEN.findall(expr)
+    out = []
+    for i, t in enumerate(tokens):
+        if t in _MARK_WORDS or t[0] in "'\"" or not re.fullmatch(r"[^()=,\s]+", t):
+            continue
+        after_eq = i > 0 and tokens[i - 1] == "="
+        before_eq = i + 1 < len(tokens) and tokens[i + 1] == "="
+        if not (after_eq or before_eq) and t not in out:
+            out.append(t)
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    """An `-m` naming no marker these suites know selects nothing and says nothing: stop with
+    the stage markers before any item is collected or any run directory made (exit 4)."""
+    config = session.config
+    expr = config.option.markexpr
+    if not expr or config.stash.get(STATE, None) is None or hasattr(config, "workerinput"):
+        return
+    known = {line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")}
+    unknown = [m for m in marker_names(expr) if m not in known]
+    if not unknown:
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is not None:  # its report would make the run directory this error must not leave
+        config.pluginmanager.unregister(xml)
+        del config.stash[xml_key]
+    names = ", ".join(repr(m) for m in unknown)
+    _stop(
+        config,
+        f"nodegate: -m: {names} in {expr!r} is no marker of these suites; the stage markers: "
+        f"{', '.join(STAGE_MARKERS)} (every registered marker: pytest --markers)",
     )
 
 

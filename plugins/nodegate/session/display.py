@@ -22,6 +22,7 @@ import pytest
 
 from nodegate.core.safetext import printable
 from nodegate.core.settings import Settings
+from nodegate.core.words import plural
 from nodegate.session.state import STATE
 
 PLAIN_EVERY_S = 5.0  # a plain line per stage at most this often (and at its end)
@@ -49,7 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
         profiles = ", ".join(sorted({p.name for p in state.profiles.values()}))
         reporter.write_line(
             printable(
-                f"nodegate: {len(state.nodes)} nodes from {state.settings.inventory} "
+                f"nodegate: {plural(len(state.nodes), 'node')} from {state.settings.inventory} "
                 f"(profiles: {profiles}); collecting the test items"
             )
         )
@@ -84,9 +85,11 @@ class StageCount:
     def line(self) -> str:
         elapsed = time.monotonic() - self.started
         if self.active:
-            return f"{self.name}: {self.total} nodes, {elapsed:.1f} s elapsed (rounds below)"
+            return (
+                f"{self.name}: {plural(self.total, 'node')}, {elapsed:.1f} s elapsed (rounds below)"
+            )
         text = (
-            f"{self.name}: {self.done}/{self.total} nodes, {self.failed} failed, "
+            f"{self.name}: {self.done}/{plural(self.total, 'node')}, {self.failed} failed, "
             f"{elapsed:.1f} s elapsed"
         )
         if self.deadline_s is not None:
@@ -188,8 +191,8 @@ class Progress:
             elif self.mode == "plain":
                 elapsed = time.monotonic() - st.started
                 self._write(
-                    f"nodegate: {stage} done: {st.total} nodes, {st.failed} failed a check, "
-                    f"{elapsed:.1f} s"
+                    f"nodegate: {stage} done: {plural(st.total, 'node')}, "
+                    f"{st.failed} failed a check, {elapsed:.1f} s"
                 )
             self.stage = None
 
@@ -211,7 +214,9 @@ class Progress:
             if self._bars is not None:
                 self._bars.update(self._tasks[f"{stage}:{label}"], completed=count[0])
             elif self.mode == "plain" and count[0] == count[1]:
-                self._write(f"nodegate: {stage} {label}: {count[0]}/{count[1]} tests done")
+                self._write(
+                    f"nodegate: {stage} {label}: {count[0]}/{plural(count[1], 'test')} done"
+                )
 
 
 def _live_bars(file: IO[str]) -> Any:

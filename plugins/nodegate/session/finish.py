@@ -16,13 +16,14 @@ from nodegate.admission.gate import admission_doc, decide, write_admission
 from nodegate.admission.guard import drain_bound, find_systemic, mark_systemic
 from nodegate.admission.remediation import table_of
 from nodegate.compare.outliers import find_outliers, reject_blocking
-from nodegate.core.results import RunResult
+from nodegate.core.results import RAW_DIR, RunResult
+from nodegate.core.settings import REPLAY_TRANSPORT
 from nodegate.core.values import Status, Verdict
 from nodegate.session.collection import SITE_PREFIX, item_key
 from nodegate.session.run_stages import ITEMS, STARTING
 from nodegate.session.state import STATE, RunState, now
 from nodegate.stages.reach import SESSION_CHECK
-from nodegate.transport.evidence import expand_evidence
+from nodegate.transport.evidence import existing_refs, expand_evidence
 
 # Exit codes (README "Exit codes"): pytest's own, plus 1 whenever a node is rejected, 6 when
 # no node is rejected but some are not qualified (a run that did not cover their admission
@@ -78,12 +79,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 result.add(table_of(prof.data).classify(v) if prof else v)
             # Final state of the run: site checks' verdicts and every connection opened.
             result.connections = getattr(state.transport, "connections_opened", 0)
-            result.write(state.run_dir)
-            doc = _admission(state, result)
-            write_admission(state.run_dir, doc)
-            # The evidence people open (report.html, Allure, a shell): a rejected node's, plain.
-            rejected = (n for n, d in doc["nodes"].items() if d["state"] == "rejected")
-            expand_evidence(state.run_dir / "raw", rejected)
+            try:
+                doc = _admission(state, result)
+                write_admission(state.run_dir, doc)
+                # The evidence people open (report.html, Allure, a shell), plain: a rejected
+                # node's, a waived failure's.
+                opened = (
+                    n
+                    for n, d in doc["nodes"].items()
+                    if d["state"] == "rejected" or d.get("waived")
+                )
+                expand_evidence(state.run_dir / RAW_DIR, opened)
+                result.rename_evidence(existing_refs(state.run_dir))
+            finally:  # what was measured is kept, whatever the decision did
+                result.write(state.run_dir)
             if result.interrupted is not None:
                 _junit_not_run(
                     session.config, state, f"run interrupted during {result.interrupted}"
@@ -182,11 +191,12 @@ def _junit_not_run(config: pytest.Config, state: RunState, why: str) -> None:
 
 class LatestLink:
     """`reports/latest` -> the newest actionable run directory (a `pytest_nodegate_admission`
-    consumer): complete, or --allow-incomplete; an interrupted run leaves it where it was."""
+    consumer): complete, or --allow-incomplete; an interrupted run leaves it where it was, and
+    so does a replay (it re-judges a captured bundle: the fleet's latest state is elsewhere)."""
 
     @pytest.hookimpl
     def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
-        if not doc["actionable"]:
+        if not doc["actionable"] or doc.get("transport") == REPLAY_TRANSPORT:
             return
         link = run_dir.parent / "latest"
         try:

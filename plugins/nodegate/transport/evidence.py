@@ -21,8 +21,10 @@ node's `lspci -vvv`, `nvidia-smi -q` and mlxlink outputs take ~400 KB as JSON, ~
 compressed, ~2 ms of CPU). When the run's decision is made, the evidence of every rejected
 node is expanded to plain `<stage>.json` (`expand_evidence`): the files a reader opens from
 report.html, Allure or a shell for a failure are plain JSON; the others stay compressed
-(`zless`). A reference (`raw/<node>/<stage>.json#<command>`) names the document, whichever
-of the two files holds it; every reader here (`open_evidence`) takes either.
+(`zless`). A reference is made as `raw/<node>/<stage>.json#<command>`; when the run ends,
+`existing_refs` renames each one to the file that holds its document (`.json` for an expanded
+node, `.json.gz` for the others), so every reference in verdicts.json names a file that
+exists; every reader here (`open_evidence`) takes either name.
 """
 
 from __future__ import annotations
@@ -227,6 +229,23 @@ def expand_evidence(raw_root: Path, nodes: Iterable[str]) -> int:
             gz.unlink()
             done += 1
     return done
+
+
+def existing_refs(run_dir: Path) -> Callable[[str], str]:
+    """A renaming of evidence references to the file that holds each document now:
+    `raw/n/s.json#c` -> `raw/n/s.json.gz#c` when only the compressed file exists; any other
+    reference (the file exists, or neither does) unchanged. Each file is looked up once."""
+    found: dict[str, str] = {}
+
+    def rename(ref: str) -> str:
+        path, sep, cmd = ref.partition("#")
+        if path not in found:
+            real = evidence_file(run_dir / path) if path.endswith(".json") else None
+            gz = real is not None and real.name.endswith(GZ_SUFFIX)
+            found[path] = path + GZ_SUFFIX if gz else path
+        return found[path] + sep + cmd
+
+    return rename
 
 
 def read_capture(root: Path, node: str, stage: str) -> dict[str, Any] | None:

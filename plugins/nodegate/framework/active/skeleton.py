@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar, final
 
 from nodegate.core.values import Verdict
+from nodegate.core.words import plural
 from nodegate.framework.active.campaign import Campaign, Execution, Side, spawn_failure
 from nodegate.framework.active.evidence import ActiveEvidence
 from nodegate.framework.active.judge import cleanup_verdicts
@@ -141,7 +142,7 @@ async def localize(
         claims = [Claim(c.resources(t), c.channels(t)) for t in rnd.tests]
         plan_round(c, rnd, planned, out_dir, concurrency_doc(claims, opts.max_active))
         if opts.log is not None:
-            opts.log(f"{stage} {c.name}: round {rnd.id.label}: {len(rnd.tests)} tests")
+            opts.log(f"{stage} {c.name}: round {rnd.id.label}: {plural(len(rnd.tests), 'test')}")
         done = None
         if opts.progress is not None:
             label = f"{c.name}: round {rnd.id.label}"

@@ -4,8 +4,10 @@ written beside admission.json by a `pytest_nodegate_admission` consumer.
 The decision first (counts, rejected nodes by remediation class or by check), then the nodes x
 checks heatmap grouped by rack/leaf (a group where every node passed every check folds to one
 line), distributions with the profile's limit drawn, and each failed verdict with observed,
-expected and links to its raw evidence (`raw/<node>/<stage>.json`, relative to the page).
-Node text goes through `safetext.printable`, then HTML escaping (jinja2 autoescape).
+expected and links to its evidence: the page `raw/<node>/<stage>.html#<command>` (written
+beside the document for each node rejected or with a waived failure, `evidence.write_pages`)
+and the document itself, `raw/<node>/<stage>.json`. Node text goes through
+`safetext.printable`, then HTML escaping (jinja2 autoescape).
 
     >>> write_report(Path("reports/r1"), json.load(open("reports/r1/admission.json")))
     PosixPath('reports/r1/report.html')
@@ -26,8 +28,16 @@ import pytest
 from nodegate.core.results import REPORT_FILE, VERDICTS_FILE, RunResult
 from nodegate.core.safetext import printable
 from nodegate.reports.folding import node_state, nodeset
+from nodegate.reports.html.evidence import page_ref, write_pages
 from nodegate.reports.html.plots import plots
-from nodegate.reports.html.view import heatmap, index_verdicts, node_views, rejected_by
+from nodegate.reports.html.view import (
+    evidence_nodes,
+    heatmap,
+    href,
+    index_verdicts,
+    node_views,
+    rejected_by,
+)
 from nodegate.stages.registry import checks_by_id
 from nodegate.transport.evidence import evidence_file
 
@@ -47,7 +57,8 @@ def render(
     doc: Mapping[str, Any], verdicts_doc: Mapping[str, Any], run_dir: Path | None = None
 ) -> str:
     """The page for one run's admission document and verdicts document; `run_dir`: where
-    the page goes, to link a node without a cited command to its stage file."""
+    the page goes, to link a node without a cited command to its stage file, and a verdict
+    to its evidence page where one was written."""
 
     def stage_file(node: str, check: str) -> str | None:
         entry = checks_by_id().get(check)
@@ -56,8 +67,15 @@ def render(
         found = evidence_file(run_dir / "raw" / node / f"{entry[0].name}.json")
         return f"raw/{node}/{found.name}" if found is not None else None
 
+    @lru_cache(maxsize=4096)
+    def page(ref: str) -> str | None:
+        target = page_ref(ref)
+        if run_dir is None or not (run_dir / target.partition("#")[0]).is_file():
+            return None
+        return href(target)
+
     verdicts = index_verdicts(verdicts_doc)
-    columns, groups = heatmap(doc, verdicts, stage_file)
+    columns, groups = heatmap(doc, verdicts, stage_file, page)
     by_kind, by_rows = rejected_by(doc)
     admitted = [n for n, d in doc["nodes"].items() if node_state(d) == "admitted"]
     return _template().render(
@@ -70,7 +88,7 @@ def render(
         columns=columns,
         groups=groups,
         plots=plots(verdicts_doc.get("verdicts", ())),
-        nodes=node_views(doc),
+        nodes=node_views(doc, page),
     )
 
 
@@ -78,7 +96,9 @@ def write_report(
     run_dir: Path, doc: Mapping[str, Any], vdoc: Mapping[str, Any] | None = None
 ) -> Path:
     """Write `run_dir/report.html` from `doc` and the verdicts document `vdoc` (default: read
-    `run_dir/verdicts.json`; absent, no plots)."""
+    `run_dir/verdicts.json`; absent, no plots), and the evidence pages of the nodes whose
+    evidence it cites."""
+    write_pages(run_dir, evidence_nodes(doc))
     if vdoc is None:
         vpath = run_dir / VERDICTS_FILE
         vdoc = json.loads(vpath.read_text(encoding="utf-8")) if vpath.is_file() else {}

@@ -1,7 +1,9 @@
 """Distributions for report.html, as geometry the template draws as inline SVG: one histogram
 per measured quantity (ib_write_bw per rail, NCCL busbw, PCIe, ECC, ...), with the profile's
 floor or ceiling drawn where the verdicts carry one (`reference: {direction: min, value: 360}`).
-Which checks come first, and which are split by rail, their checks say (`Check.chart`)."""
+Only a check that says how it is charted is drawn (`Check.chart`: a measurement, not a count of
+stray processes), in its chart's order, split by rail where it says so. Each bar carries its
+count; a bar with any count is at least MIN_BAR_PX tall, so that one x8 GPU among 240 shows."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from nodegate.stages.registry import checks_by_id
 WIDTH, HEIGHT, PAD = 320, 120, 24
 MAX_BINS = 24
 MAX_PLOTS = 24
+MIN_BAR_PX = 4  # the height of the smallest non-empty bar: a minority stays visible
 _OPS = {"min": ">=", "max": "<=", "equal": "=="}  # a reference's direction as the limit drawn
 _RAIL = re.compile(r"\(rail (\d+)\)")
 _NUMERIC_TEXT = re.compile(r"^x(\d+)$")  # "x16": a width written as text
@@ -28,7 +31,7 @@ class Bar:
     y: float
     w: float
     h: float
-    count: int
+    count: int  # drawn above the bar
     label: str  # the bin's range
     bad: bool  # on the wrong side of the limit
 
@@ -97,14 +100,16 @@ class Series:
 
 
 def series(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, Series]:
-    """Quantity name -> its series: one per check (and limit), split by rail where the check's
-    chart says so."""
+    """Quantity name -> its series: one per charted check (and limit), split by rail where
+    the check's chart says so."""
     charts = _charts()
     out: dict[str, Series] = {}
     measured = [
         (v, x)
         for v in verdicts
-        if v["status"] in ("pass", "fail") and (x := number(v["observed"])) is not None
+        if v["status"] in ("pass", "fail")
+        and v["check"] in charts
+        and (x := number(v["observed"])) is not None
     ]
     limits: dict[str, set[str]] = {}
     for v, _ in measured:
@@ -123,13 +128,11 @@ def series(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, Series]:
 
 
 def plots(verdicts: Sequence[Mapping[str, Any]]) -> list[Plot]:
-    """The report's histograms, the checks with a chart first (in its order), the others after
-    by name, at most MAX_PLOTS."""
+    """The report's histograms in their charts' order (then by name), at most MAX_PLOTS."""
     found, charts = series(verdicts), _charts()
 
-    def priority(name: str) -> tuple[float, str]:
-        chart = charts.get(found[name].check)
-        return (chart.order if chart is not None else float("inf")), name
+    def priority(name: str) -> tuple[int, str]:
+        return charts[found[name].check].order, name
 
     names = sorted(found, key=priority)[:MAX_PLOTS]
     return [histogram(n, found[n].values, found[n].reference, found[n].unit) for n in names]
@@ -169,7 +172,7 @@ def histogram(
     top = max(counts) or 1
     bars = []
     for i, ((a, b), c) in enumerate(zip(edges, counts, strict=True)):
-        h = (HEIGHT - 2 * PAD) * c / top
+        h = max((HEIGHT - 2 * PAD) * c / top, MIN_BAR_PX) if c else 0.0
         x = PAD + i * slot
         label = _fmt(a) if a == b else f"{_fmt(a)}–{_fmt(b)}"
         bars.append(Bar(round(x + 1, 1), round(HEIGHT - PAD - h, 1), round(slot - 2, 1),

@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from nodegate.reports.folding import causes, folds, group_of, node_state, nodeset, observed_expected
+from nodegate.reports.folding import (
+    causes,
+    folds,
+    group_of,
+    node_state,
+    nodeset,
+    observed_expected,
+    with_unit_text,
+)
 from nodegate.stages.registry import STAGES
 
 # Worst first: a cell shows the worst of its verdicts.
@@ -54,7 +62,7 @@ class ReasonView:
     message: str
     remediation: str
     remediation_class: str
-    evidence: tuple[tuple[str, str], ...]  # (label, href)
+    evidence: tuple[tuple[str, str, str | None], ...]  # (label, href, its page's href)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +98,18 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def reason_view(r: Mapping[str, Any]) -> ReasonView:
-    unit = r.get("unit") or ""
+Pages = Callable[[str], str | None]  # an evidence reference -> its page's href, if written
+
+
+def no_pages(ref: str) -> str | None:
+    return None
+
+
+def reason_view(r: Mapping[str, Any], page: Pages = no_pages) -> ReasonView:
+    unit = r.get("unit")
 
     def with_unit(v: Any) -> str:
-        return f"{_text(v)} {unit}".strip() if v is not None else ""
+        return "" if v is None else with_unit_text(_text(v), v, unit)
 
     return ReasonView(
         check=r["check"],
@@ -105,7 +120,7 @@ def reason_view(r: Mapping[str, Any]) -> ReasonView:
         message=r["message"] + observed_expected(r),
         remediation=r.get("remediation") or "",
         remediation_class=r.get("remediation_class") or "",
-        evidence=tuple((e, href(e)) for e in r.get("evidence") or ()),
+        evidence=tuple((e, href(e), page(e)) for e in r.get("evidence") or ()),
     )
 
 
@@ -113,6 +128,7 @@ def heatmap(
     doc: Mapping[str, Any],
     verdicts: Mapping[tuple[str, str], list[Mapping[str, Any]]],
     stage_file: Callable[[str, str], str | None] = lambda node, check: None,
+    page: Pages = no_pages,
 ) -> tuple[list[str], list[Group]]:
     """Columns (checks) and groups of rows; a group with every node admitted has no rows."""
     columns = check_order(doc["checks"])
@@ -124,7 +140,7 @@ def heatmap(
         state = node_state(d)
         if state == "admitted" and not d.get("waived"):
             continue
-        g.rows.append(_row(node, d, state, columns, verdicts, stage_file))
+        g.rows.append(_row(node, d, state, columns, verdicts, stage_file, page))
     for g in groups.values():
         if not g.rows:
             continue
@@ -133,7 +149,7 @@ def heatmap(
         for node in g.nodes:
             if node not in shown:
                 d = doc["nodes"][node]
-                g.rows.append(_row(node, d, node_state(d), columns, verdicts, stage_file))
+                g.rows.append(_row(node, d, node_state(d), columns, verdicts, stage_file, page))
         order = {n: i for i, n in enumerate(g.nodes)}
         g.rows.sort(key=lambda r: order[r.node])
     return columns, list(groups.values())
@@ -146,6 +162,7 @@ def _row(
     columns: Sequence[str],
     verdicts: Mapping[tuple[str, str], list[Mapping[str, Any]]],
     stage_file: Callable[[str, str], str | None],
+    page: Pages = no_pages,
 ) -> Row:
     by_check: dict[str, str] = {}
     for r in d["reasons"]:
@@ -166,10 +183,16 @@ def _row(
     first = next((e for r in reasons for e in r.get("evidence") or ()), None)
     if first is None and reasons:  # no command to cite (a session that never ran): its file
         first = stage_file(node, reasons[0]["check"])
-    return Row(node, state, tuple(cells), href(first) if first else None)
+    return Row(node, state, tuple(cells), (page(first) or href(first)) if first else None)
 
 
-def node_views(doc: Mapping[str, Any]) -> list[NodeView]:
+def evidence_nodes(doc: Mapping[str, Any]) -> list[str]:
+    """The nodes whose evidence the report cites: rejected, or with a waived failure (those
+    whose files the run expanded; a node not qualified cites none)."""
+    return [n for n, d in doc["nodes"].items() if node_state(d) == "rejected" or d.get("waived")]
+
+
+def node_views(doc: Mapping[str, Any], page: Pages = no_pages) -> list[NodeView]:
     """Every node not admitted, and every node with a waived failure, with its causes."""
     out = []
     for node, d in doc["nodes"].items():
@@ -183,9 +206,9 @@ def node_views(doc: Mapping[str, Any]) -> list[NodeView]:
                 node,
                 state,
                 labels,
-                tuple(reason_view(r) for r in shown),
+                tuple(reason_view(r, page) for r in shown),
                 len(d["reasons"]) - len(shown),
-                tuple(reason_view(r) for r in d.get("waived") or ()),
+                tuple(reason_view(r, page) for r in d.get("waived") or ()),
             )
         )
     return out

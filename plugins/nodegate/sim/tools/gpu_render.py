@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -65,6 +66,7 @@ class SimGpu:
     dcgm_fail: bool = False
     fallen_off_bus: bool = False
     xids: list[int] = field(default_factory=list)
+    old_xids: dict[int, int] = field(default_factory=dict)  # index in xids -> hours before build
 
     @property
     def bdf(self) -> str:
@@ -228,39 +230,72 @@ FALLEN_TEXT = (
 )
 
 
-def journal_kernel(
-    host: str, gpus: Sequence[SimGpu], driver: str, sxids: Sequence[tuple[int, bool]] = ()
-) -> str:
-    """`journalctl -k -o short-iso`: driver banner, each GPU's Xids and falls, NVSwitch SXids."""
-    stamp = "2026-11-29T08:{:02d}:{:02d}+0000 " + host + " kernel: "
-    lines = [
-        stamp.format(0, 1) + f"NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {driver}  "
-        "Tue Mar  5 22:13:07 UTC 2024"
-    ]
-    n = 2
+# When the kernel log's records were written, before the fleet was built: the driver loaded at
+# boot, the faults' records a few minutes later (a fleet is used within the day it is built;
+# a record older than the stage's window, `xid: 79~48h`, is not shown by `--since -24h`).
+BOOT_AGE_S = 600
+FAULT_AGE_S = 300
+
+
+def journal_records(
+    host: str,
+    gpus: Sequence[SimGpu],
+    driver: str,
+    sxids: Sequence[tuple[int, bool]] = (),
+    built_at: int = 1764576000,
+) -> list[tuple[int, str]]:
+    """`journalctl -k -o short-iso`'s lines with the time of each (epoch seconds): driver
+    banner, each GPU's Xids and falls, NVSwitch SXids; a record's continuation lines share its
+    time."""
+
+    def stamp(at: int) -> str:
+        when = time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime(at))
+        return f"{when} {host} kernel: "
+
+    boot = built_at - BOOT_AGE_S
+    out = [(boot, stamp(boot) + f"NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {driver}  "
+            "Tue Mar  5 22:13:07 UTC 2024")]  # fmt: skip
+    n = 0
+
+    def at(hours_old: int = 0) -> int:
+        nonlocal n
+        n += 1
+        return built_at - FAULT_AGE_S + n - hours_old * 3600
+
     for g in gpus:
-        for code in g.xids:
+        for i, code in enumerate(g.xids):
+            t = at(g.old_xids.get(i, 0))
             text = XID_TEXT.get(code, "pid='<unknown>', name=<unknown>, ")
-            lines.append(
-                stamp.format(n // 60, n % 60) + f"NVRM: Xid (PCI:{g.bdf[:-2]}): {code}, {text}"
-            )
-            n += 1
+            out.append((t, stamp(t) + f"NVRM: Xid (PCI:{g.bdf[:-2]}): {code}, {text}"))
         if g.fallen_off_bus:  # one record; journalctl indents its other lines to the text
-            head = stamp.format(n // 60, n % 60)
-            lines.append(head + ("\n" + " " * len(head)).join(FALLEN_TEXT).format(bdf=g.bdf))
-            n += 1
+            t = at()
+            head = stamp(t)
+            first, *rest = (line.format(bdf=g.bdf) for line in FALLEN_TEXT)
+            out += [(t, head + first), *((t, " " * len(head) + line) for line in rest)]
     dev, bdf, _, port = SXID_SWITCH
     for code, fatal in sxids:
-        at = stamp.format(n // 60, n % 60) + f"{dev}: SXid (PCI:{bdf}): {code}, "
+        t = at()
+        head = stamp(t) + f"{dev}: SXid (PCI:{bdf}): {code}, "
         text = SXID_TEXT.get(code, "NVSwitch error")
-        lines += [
-            at + f"{'Fatal' if fatal else 'Non-fatal'}, Link {port} {text}",
-            at + f"Severity {int(fatal)} Engine instance {port} Sub-engine instance 00",
-            at + "Data {0x00000022, 0x00000022, 0x00000000, 0x00000022, 0x80000302, "
-            "0x00000000, 0x00000000, 0x00000000, 0x00000000}",
-        ]
-        n += 1
-    return "\n".join(lines) + "\n"
+        out += [
+            (t, head + f"{'Fatal' if fatal else 'Non-fatal'}, Link {port} {text}"),
+            (t, head + f"Severity {int(fatal)} Engine instance {port} Sub-engine instance 00"),
+            (t, head + "Data {0x00000022, 0x00000022, 0x00000000, 0x00000022, 0x80000302, "
+             "0x00000000, 0x00000000, 0x00000000, 0x00000000}"),
+        ]  # fmt: skip
+    out.sort(key=lambda r: r[0])  # the journal is in time order
+    return out
+
+
+def journal_kernel(
+    host: str,
+    gpus: Sequence[SimGpu],
+    driver: str,
+    sxids: Sequence[tuple[int, bool]] = (),
+    built_at: int = 1764576000,
+) -> str:
+    """`journalctl -k -o short-iso` over the whole journal (no `--since`)."""
+    return "".join(line + "\n" for _, line in journal_records(host, gpus, driver, sxids, built_at))
 
 
 def fm_status(running: bool, sxids: Sequence[tuple[int, bool]] = ()) -> str:

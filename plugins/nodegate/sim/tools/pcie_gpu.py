@@ -12,9 +12,12 @@ tool's bad-arguments answer and a `nodegate-sim:` line naming what it answers):
   nvidia-smi   -q | --query, nvlink -s | nvlink --status (invalid arguments: its own message,
                rc 2); a node without GPUs: "No devices were found", rc 6, whatever it is asked
   lspci        -vvv, as one cluster or several (-v -vv); other options are not simulated
-  journalctl   -k | --dmesg with -o/--output short-iso, in any order, with any --since/-S,
-               --until/-U window (the log holds only what the faults put there), --no-pager,
-               -q, -b; without -k or in another output format: not simulated
+  journalctl   -k | --dmesg with -o/--output short-iso, in any order, --no-pager, -q, -b;
+               a --since/-S, --until/-U window is honoured against the clock (relative
+               `-24h`, `-90min`, `-2d`, `+1h`, `now`, `@EPOCH`, or what `date -d` reads; else
+               "Failed to parse timestamp", rc 1); the log holds the driver banner and what
+               the faults put there, written minutes before the fleet was built (`xid: 79~48h`:
+               48 hours before); without -k or in another output format: not simulated
   systemctl    status | is-active of nvidia-fabricmanager[.service], --no-pager anywhere;
                status of another unit: "Unit X.service could not be found." rc 4, is-active:
                "inactive" rc 3
@@ -23,8 +26,11 @@ tool's bad-arguments answer and a `nodegate-sim:` line naming what it answers):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import shlex
+import time
+from collections.abc import Iterable, Sequence
 
+from nodegate.core.errors import ConfigError
 from nodegate.sim.fleet_model import SimNode
 from nodegate.sim.tools import gpu_render as r
 from nodegate.sim.tools.base import NVIDIA_SMI_USAGE, Provider, Response, SimTool, bad_arguments
@@ -35,7 +41,8 @@ FAULTS = {
     "gpu_missing": "GPU ARG (default 3) is gone: absent from nvidia-smi, lspci, nvlink and dcgmi",
     "gpu_pcie_x8": "GPU ARG (default 3) trained at x8 (nvidia-smi and lspci LnkSta)",
     "gpu_pcie_gen4": "GPU ARG (default 3) trained at Gen4 16GT/s on a Gen5 board",
-    "xid": "kernel log holds Xid ARG (`79`, or `79@GPU`; default GPU 3) within the window",
+    "xid": "kernel log holds Xid ARG (`79`, or `79@GPU`; default GPU 3) minutes before the fleet "
+    "was built; `79@2~48h`: that many hours before (outside a 24 h window)",
     "ecc_dbe": "GPU ARG (default 3) has 1 volatile uncorrectable (DRAM) ECC error",
     "remap_pending": "GPU ARG (default 3) has a row remap pending (uncorrectable 1, Pending Yes)",
     "nvlink_down": "GPU ARG (default 3) has NVLink 5 inactive",
@@ -61,8 +68,11 @@ def node_gpus(node: SimNode) -> list[r.SimGpu]:
     gpus = r.base_gpus(node.index)
     for f in node.faults:
         if f.kind == "xid":
-            code, _, at = (f.arg or "79").partition("@")
-            gpus[_gpu_arg(at or None) % len(gpus)].xids.append(int(code))
+            code, gpu, hours = xid_arg(f.arg)
+            g = gpus[gpu % len(gpus)]
+            if hours:
+                g.old_xids[len(g.xids)] = hours
+            g.xids.append(code)
             continue
         if f.kind not in FAULTS or f.kind in NODE_FAULTS:
             continue
@@ -88,6 +98,17 @@ def node_gpus(node: SimNode) -> list[r.SimGpu]:
     return gpus
 
 
+def xid_arg(arg: str | None) -> tuple[int, int, int]:
+    """`79`, `79@2`, `79@2~48h` -> (code, GPU, hours before the build)."""
+    text = arg or "79"
+    head, _, age = text.partition("~")
+    code, _, at = head.partition("@")
+    hours = age.removesuffix("h")
+    if not (code.isdigit() and (not at or at.isdigit()) and (not age or hours.isdigit())):
+        raise ConfigError(f"fault xid: got {text!r}, expected CODE[@GPU][~HOURSh] (79@2~48h)")
+    return int(code), _gpu_arg(at or None), int(hours or 0)
+
+
 def node_sxids(node: SimNode) -> list[tuple[int, bool]]:
     """(code, fatal) of every `sxid` fault of the node."""
     out = []
@@ -108,13 +129,20 @@ for ng_a do
   case $ng_a in -v|-vv|-vvv|-vvvv) ng_v=$((ng_v + ${#ng_a} - 1)) ;; *) ng_v=-99 ;; esac
 done
 [ $ng_v -lt 3 ] || set -- -vvv"""
-JOURNALCTL_PRELUDE = """ng_k= ng_o=short ng_x= ng_next=
+JOURNALCTL_PRELUDE = """ng_k= ng_o=short ng_x= ng_next= ng_since= ng_until=
 for ng_a do
-  if [ -n "$ng_next" ]; then [ "$ng_next" != o ] || ng_o=$ng_a; ng_next=; continue; fi
+  if [ -n "$ng_next" ]; then
+    case $ng_next in o) ng_o=$ng_a ;; S) ng_since=$ng_a ;; *) ng_until=$ng_a ;; esac
+    ng_next=; continue
+  fi
   case $ng_a in
     -k|--dmesg) ng_k=-k ;;
-    -S|--since|-U|--until) ng_next=t ;;
-    -S?*|--since=*|-U?*|--until=*) ;;
+    -S|--since) ng_next=S ;;
+    -U|--until) ng_next=U ;;
+    -S?*) ng_since=${ng_a#-S} ;;
+    --since=*) ng_since=${ng_a#*=} ;;
+    -U?*) ng_until=${ng_a#-U} ;;
+    --until=*) ng_until=${ng_a#*=} ;;
     -o|--output) ng_next=o ;;
     -o?*) ng_o=${ng_a#-o} ;;
     --output=*) ng_o=${ng_a#*=} ;;
@@ -124,6 +152,50 @@ for ng_a do
 done
 [ -n "$ng_x$ng_next" ] || set -- $ng_k -o "$ng_o"
 """
+# journalctl's window (systemd.time(7)): a relative time (`-24h`, `+90min`, `-2d`; a bare
+# number is seconds), `now`, `@EPOCH`, or a date `date -d` reads; sets ng_jt (epoch seconds).
+JOURNAL_TIME = """ngsim_jt() {
+  case $1 in
+    now) ng_jt=$2; return 0 ;;
+    @*) ng_jt=${1#@}; case $ng_jt in ''|*[!0-9]*) return 1 ;; esac; return 0 ;;
+    [-+][0-9]*)
+      ng_n=${1#?}; ng_u=${ng_n##*[0-9]}; ng_n=${ng_n%"$ng_u"}
+      case $ng_n in *[!0-9]*) return 1 ;; esac
+      case $ng_u in
+        ''|s|sec|second|seconds) ng_m=1 ;; m|min|minute|minutes) ng_m=60 ;;
+        h|hr|hour|hours) ng_m=3600 ;; d|day|days) ng_m=86400 ;; w|week|weeks) ng_m=604800 ;;
+        *) return 1 ;;
+      esac
+      case $1 in -*) ng_jt=$(($2 - ng_n * ng_m)) ;; *) ng_jt=$(($2 + ng_n * ng_m)) ;; esac
+      return 0 ;;
+  esac
+  ng_jt=$(date -d "$1" +%s 2>/dev/null) && [ -n "$ng_jt" ]
+}"""
+
+
+def journalctl_prelude(records: Sequence[tuple[int, str]]) -> str:
+    """The journalctl prelude: its options read, and with a --since/--until window the
+    records inside it printed (the window against the clock at the time of asking)."""
+    lines = [
+        JOURNALCTL_PRELUDE.rstrip("\n"),
+        'if [ "$*" = "-k -o short-iso" ] && [ -n "$ng_since$ng_until" ]; then',
+        JOURNAL_TIME,
+        "  ng_now=${EPOCHSECONDS:-$(date +%s)} ng_lo=0 ng_hi=9999999999",
+        '  for ng_w in "S$ng_since" "U$ng_until"; do',
+        '    [ "$ng_w" != S ] && [ "$ng_w" != U ] || continue',
+        '    if ! ngsim_jt "${ng_w#?}" "$ng_now"; then',
+        "      printf 'Failed to parse timestamp: %s\\n' \"${ng_w#?}\" >&2; return 1",
+        "    fi",
+        "    case $ng_w in S*) ng_lo=$ng_jt ;; *) ng_hi=$ng_jt ;; esac",
+        "  done",
+        '  ngsim_jr() { [ "$1" -lt "$ng_lo" ] || [ "$1" -gt "$ng_hi" ] || printf \'%s\\n\' "$2"; }',
+        *(f"  ngsim_jr {at} {shlex.quote(text)}" for at, text in records),
+        "  return 0",
+        "fi",
+    ]
+    return "\n".join(lines)
+
+
 SYSTEMCTL_PRELUDE = """ng_verb= ng_units= ng_x=
 for ng_a do
   case $ng_a in
@@ -183,10 +255,11 @@ def tools(node: SimNode) -> Iterable[SimTool]:
         prelude=LSPCI_PRELUDE,
         usage=Response(stderr="Usage: lspci [<switches>]\n", rc=1),
     )
+    records = r.journal_records(node.name, gpus, driver, sxids, int(time.time()))
     yield SimTool(
         "journalctl",
-        {"-k -o short-iso": Response(r.journal_kernel(node.name, gpus, driver, sxids))},
-        prelude=JOURNALCTL_PRELUDE,
+        {"-k -o short-iso": Response("".join(line + "\n" for _, line in records))},
+        prelude=journalctl_prelude(records),
         usage=bad_arguments("journalctl", 1),
     )
     running = node.fault("fabricmanager_stopped") is None
