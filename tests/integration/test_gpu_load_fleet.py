@@ -1,0 +1,82 @@
+"""The gpu_load stage end to end over real SSH: one simulated node per fault of issue #28,
+each blamed on its GPU (or the host) with its remediation; a node lost mid-load rejects only
+itself."""
+
+from __future__ import annotations
+
+import pytest
+from nodegate.core import schemas
+from nodegate.transport.evidence import resolve_evidence
+
+from tests.integration.conftest import base_model
+
+pytestmark = pytest.mark.integration
+
+GPU3 = "GPU3 0000:5d:00.0 serial "  # the faults' default GPU; serials differ per node
+MARK = "reach or pcie_gpu or gpu_load"
+
+# node -> (fault, {(check id, component prefix)} that must reject it, remediation class)
+EXPECT: dict[str, tuple[object, set[tuple[str, str]], str]] = {
+    "gpu003": ("h2d_slow", {("gpu_load.h2d.bandwidth", GPU3)}, "reseat_cable"),
+    "gpu004": (
+        "thermal_throttle_under_load",
+        {("gpu_load.telemetry.throttle", GPU3), ("gpu_load.telemetry.temperature", GPU3)},
+        "reseat_cable",
+    ),
+    "gpu005": ("power_brake", {("gpu_load.telemetry.throttle", GPU3)}, "reseat_cable"),
+    "gpu006": ("hbm_slow", {("gpu_load.hbm.bandwidth", GPU3)}, "rma"),
+    "gpu007": (
+        {"xid_under_load": "13@1"},
+        {("gpu_load.telemetry.xid", "GPU1 0000:3b:00.0 serial ")},
+        "reset_gpu",
+    ),
+    "gpu008": ("dcgm_targeted_power_fail", {("gpu_load.dcgm.targeted_power", GPU3)}, "rma"),
+}
+
+
+def bad(reasons):
+    return {
+        (
+            r["check"],
+            r["component"].split("serial ")[0] + ("serial " if "serial" in r["component"] else ""),
+        )
+        for r in reasons
+        if r["status"] in ("fail", "error")
+    }
+
+
+def test_one_node_per_fault_blamed_on_its_gpu(sim_fleet, transport):
+    faults = {node: [fault] for node, (fault, _, _) in EXPECT.items()}
+    fleet = sim_fleet(base_model(9, faults=faults), transport=transport)
+    run = fleet.run("-m", MARK)
+    assert run.rc == 1, run.stdout
+    schemas.validate("admission", run.admission)
+    rej = run.rejected()
+    assert sorted(rej) == sorted(EXPECT), run.stdout
+    assert sorted(run.passed()) == ["gpu001", "gpu002", "gpu009"]
+    for node, (fault, want, cls) in EXPECT.items():
+        assert bad(rej[node]) == want, (node, fault, rej[node])
+        for r in rej[node]:
+            assert r["status"] == "fail" and r["remediation"] and r["evidence"], r
+            assert r["remediation_class"] == cls, (node, r)
+    h2d = rej["gpu003"][0]
+    assert (h2d["observed"], h2d["expected"], h2d["unit"]) == (13.5, ">= 45", "GB/s")
+    assert "far below its peers" in h2d["message"] and "0000:5d:00.0" in h2d["message"]
+    raw = resolve_evidence(run.run_dir, h2d["evidence"][0])
+    assert raw["cmd"].startswith("nvbandwidth -t host_to_device_memcpy_ce")
+    # the throttle's evidence is the samples taken under load
+    hot = next(r for r in rej["gpu004"] if r["check"] == "gpu_load.telemetry.throttle")
+    assert hot["observed"] == "hw_thermal_slowdown, sw_thermal_slowdown"
+    assert " SM 1275/1980 MHz 92 C " in hot["message"], hot["message"]
+    samples = resolve_evidence(run.run_dir, hot["evidence"][0])
+    assert samples["cmd"].startswith("nvidia-smi --query-gpu=timestamp,index,serial")
+    assert samples["killed"] is True and "92, 688.4 W" in samples["stdout"]
+    brake = rej["gpu005"][0]
+    assert brake["observed"] == "hw_power_brake_slowdown" and "power" in brake["remediation"]
+    power = rej["gpu008"][0]
+    assert (power["observed"], power["expected"]) == (498.2, ">= 560")
+    assert "did not reach desired power minimum" in power["message"]
+    xid = rej["gpu007"][0]
+    assert (xid["observed"], xid["expected"]) == (1, "<= 0") and "Xid 13" in xid["message"]
+    plan = (run.run_dir / "gpu_load" / "plan-generic-hgx-h100.json").read_text()
+    assert '"channels": 36' in plan  # 9 nodes x 4 spawns, one round, all at once
