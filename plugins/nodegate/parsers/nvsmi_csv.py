@@ -79,7 +79,7 @@ def parse_query_gpu_csv(text: str, required: Sequence[str] = ()) -> CsvQuery:
         raise ParseError(TOOL, "no header line")
     header_line = lines[0]
     fields = tuple(_UNIT.sub("", f.strip()) for f in header_line.split(","))
-    if len(fields) < 2 or not all(re.match(r"^[a-z_][a-z0-9_.]*$", f) for f in fields):
+    if len(fields) < 2 or not all(re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", f) for f in fields):
         raise ParseError(TOOL, f"not a --query-gpu CSV header: {header_line[:60]!r}")
     missing = [f for f in required if f not in fields]
     if missing:
