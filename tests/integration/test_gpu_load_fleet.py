@@ -8,12 +8,16 @@ import pytest
 from nodegate.core import schemas
 from nodegate.transport.evidence import resolve_evidence
 
+from nodegate.stages.gpu_load.checks import CHECKS
+
+from tests.integration.chaos import kill_orphans
 from tests.integration.conftest import base_model
 
 pytestmark = pytest.mark.integration
 
 GPU3 = "GPU3 0000:5d:00.0 serial "  # the faults' default GPU; serials differ per node
 MARK = "reach or pcie_gpu or gpu_load"
+CHECK_IDS = CHECKS.ids()
 
 # node -> (fault, {(check id, component prefix)} that must reject it, remediation class)
 EXPECT: dict[str, tuple[object, set[tuple[str, str]], str]] = {
@@ -80,3 +84,25 @@ def test_one_node_per_fault_blamed_on_its_gpu(sim_fleet, transport):
     assert (xid["observed"], xid["expected"]) == (1, "<= 0") and "Xid 13" in xid["message"]
     plan = (run.run_dir / "gpu_load" / "plan-generic-hgx-h100.json").read_text()
     assert '"channels": 36' in plan  # 9 nodes x 4 spawns, one round, all at once
+
+
+def test_a_node_lost_mid_load_rejects_only_itself(sim_fleet):
+    # gpu002's sshd session is killed half a second after its sampler starts: under load.
+    fleet = sim_fleet(base_model(4, faults={"gpu002": [{"drop_after": "0.5"}]}))
+    try:
+        run = fleet.run("-m", MARK)
+    finally:
+        kill_orphans(fleet, "gpu002")
+    assert run.rc == 1, run.stdout
+    assert list(run.rejected()) == ["gpu002"]
+    assert sorted(run.passed()) == ["gpu001", "gpu003", "gpu004"]
+    lost = "connection to gpu002 lost (closed by the other end)"
+    got = {
+        (r["check"], r["component"], r["status"], r["message"]) for r in run.rejected()["gpu002"]
+    }
+    checks = [c for c in CHECK_IDS if c != "gpu_load.cleanup"]
+    assert got == {(c, "node", "error", lost) for c in checks} | {
+        ("gpu_load.cleanup", "GPU load", "error", f"could not check: {lost}")
+    }
+    for r in run.rejected()["gpu002"]:
+        assert r["remediation_class"] == "retest", r

@@ -16,7 +16,8 @@ from nodegate.core.errors import ParseError
 from nodegate.framework.active.campaign import Execution, Side
 from nodegate.parsers.dcgm import DcgmDiag
 from nodegate.parsers.dcgm_json import parse_dcgmi_diag_json
-from nodegate.parsers.kernel_log import XidEvent, parse_kernel_log
+from nodegate.parsers.journalctl import parse_kernel_window
+from nodegate.parsers.kernel_log import XidEvent
 from nodegate.parsers.nvbandwidth import NvbRun, parse_nvbandwidth
 from nodegate.parsers.nvsmi_csv import CsvSample, parse_query_gpu_csv
 from nodegate.parsers.pci import normalize_bdf
@@ -151,7 +152,7 @@ def read_load(
         dcgm = _parse(
             by_role.get(DCGM), DCGM, parse_dcgmi_diag_json, errors, ok_rcs=(0, DCGM_TEST_FAILED)
         )
-    klog = _parse(by_role.get(KERNEL_LOG), KERNEL_LOG, parse_kernel_log, errors)
+    klog = _parse(by_role.get(KERNEL_LOG), KERNEL_LOG, parse_kernel_window, errors)
     if run.error is not None:
         for role in (SAMPLER, NVBANDWIDTH, DCGM, KERNEL_LOG):
             errors.setdefault(role, run.error)
