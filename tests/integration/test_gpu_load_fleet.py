@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 from nodegate.core import schemas
-from nodegate.transport.evidence import resolve_evidence
-
 from nodegate.stages.gpu_load.checks import CHECKS
+from nodegate.transport.evidence import resolve_evidence
 
 from tests.integration.chaos import kill_orphans
 from tests.integration.conftest import base_model
