@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from _pytest.junitxml import xml_key
 
-from nodegate.admission.gate import admission_doc, decide, write_admission
+from nodegate.admission.gate import admission_doc, decide, level_reason, write_admission
 from nodegate.admission.remediation import table_of
 from nodegate.compare.outliers import find_outliers, reject_blocking
 from nodegate.core.results import RunResult
@@ -123,6 +123,10 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         required=state.required(),
         waivers=state.waivers,
     )
+    for node, prof in state.profiles.items():
+        why = state.policies[prof.name].level_shortfall(state.settings.level)
+        if why is not None and node in decisions:
+            decisions[node].reasons.append(level_reason(why))
     # The second tier (fleet-relative outliers); an interrupted run admits nobody anyway.
     found = None if result.interrupted else find_outliers(result, state.profiles)
     if found is not None:
@@ -133,6 +137,7 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         "finished_at": now(),
         "inventory": state.inventory.source,
         "transport": state.settings.transport,
+        "level": state.settings.level,
         "stages": result.stages_run,
         **({"interrupted": result.interrupted} if result.interrupted else {}),
         **({"outliers": found.to_json()} if found is not None else {}),
