@@ -4,6 +4,8 @@ itself."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from nodegate.core import schemas
 from nodegate.stages.gpu_load.checks import CHECKS
@@ -105,3 +107,58 @@ def test_a_node_lost_mid_load_rejects_only_itself(sim_fleet):
     }
     for r in run.rejected()["gpu002"]:
         assert r["remediation_class"] == "retest", r
+
+
+def test_levels_choose_what_runs_and_ab_refuses_to_mix_them(sim_fleet, tmp_path):
+    # quick runs host<->device copies only: it sees h2d_slow, not the HBM or targeted_power
+    # faults a standard run's device_local_copy and DCGM r3 find; extended adds r4's pulse_test.
+    faults = {
+        "gpu002": ["hbm_slow"],
+        "gpu003": ["dcgm_targeted_power_fail"],
+        "gpu004": ["h2d_slow"],
+    }
+    fleet = sim_fleet(base_model(4, faults=faults))
+    baseline = tmp_path / "quick"
+    quick = fleet.run("-m", MARK, "--level", "quick")
+    std = fleet.run("-m", MARK)
+    ext = fleet.run("-m", MARK, "--level=extended")
+    levels = [r.admission["level"] for r in (quick, std, ext)]
+    assert levels == ["quick", "standard", "extended"]
+    assert sorted(quick.rejected()) == ["gpu004"]
+    assert sorted(std.rejected()) == sorted(ext.rejected()) == ["gpu002", "gpu003", "gpu004"]
+    for run, dcgm in ((quick, None), (std, "dcgmi diag -r 3"), (ext, "dcgmi diag -r 4")):
+        plan = json.loads((run.run_dir / "gpu_load" / "plan-generic-hgx-h100.json").read_text())
+        assert (dcgm or "no DCGM stress") in plan["method"], plan["method"]
+        assert f"(level {run.admission['level']}; stages: reach, pcie_gpu, gpu_load)" in run.stdout
+    pulse = [
+        v
+        for v in ext.verdicts["verdicts"]
+        if v["check"] == "gpu_load.dcgm.pulse_test" and v["node"] == "gpu001"
+    ]
+    assert len(pulse) == 8 and {(v["status"], v["observed"]) for v in pulse} == {("pass", "Pass")}
+    quick_pulse = [
+        v for v in quick.verdicts["verdicts"] if v["check"] == "gpu_load.dcgm.pulse_test"
+    ]
+    assert {(v["status"], v["expected"]) for v in quick_pulse} == {
+        ("pass", "not selected by gpu_load.run at this run's level")
+    }
+    # a complete quick run's baseline (the -m runs here are diagnostic: none is saved)
+    baseline.mkdir()
+    doc = {
+        "schema_version": 1, "kind": "nodegate-baseline", "run_id": "q", "level": "quick",
+        "finished_at": "2026-12-01T00:00:01+00:00", "inventory": "x", "transport": "ssh",
+        "complete": True, "stages": [], "checks": [],
+        "nodes": {"gpu001": {"profile": "generic-hgx-h100", "admitted": True, "checks": {}}},
+    }  # fmt: skip
+    (baseline / "baseline.json").write_text(json.dumps(doc))
+    mixed = fleet.run("-m", MARK, f"--compare-to={baseline}")
+    assert mixed.rc == 4
+    assert mixed.stdout.strip().endswith(
+        f"ERROR: nodegate: --compare-to {baseline}: the baseline ran at --level quick, this run "
+        "at --level standard: compare runs of one level (run --level quick, or save a baseline "
+        "at --level standard)"
+    ), mixed.stdout
+    bad = fleet.run("-m", MARK, "--level=deep")
+    assert bad.rc == 4 and "--level: got 'deep', expected one of quick, standard, extended" in (
+        bad.stdout
+    )

@@ -148,3 +148,14 @@ def test_ab_refuses_a_baseline_of_another_level(tmp_path: Path) -> None:
         "quick: compare runs of one level (run --level extended, or save a baseline at "
         "--level quick)"
     )
+
+
+def test_the_baseline_keeps_the_runs_level() -> None:
+    from nodegate.compare.baseline import baseline_doc
+    from nodegate.core.results import RunResult
+
+    adm = {"run_id": "r", "finished_at": "t", "inventory": "i", "transport": "ssh",
+           "level": "extended", "stages": [], "checks": [], "nodes": {}}  # fmt: skip
+    assert baseline_doc(adm, RunResult())["level"] == "extended"
+    del adm["level"]
+    assert "level" not in baseline_doc(adm, RunResult())
