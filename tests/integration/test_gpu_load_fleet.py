@@ -162,3 +162,21 @@ def test_levels_choose_what_runs_and_ab_refuses_to_mix_them(sim_fleet, tmp_path)
     assert bad.rc == 4 and "--level: got 'deep', expected one of quick, standard, extended" in (
         bad.stdout
     )
+
+
+def test_replay_rejudges_the_load_from_the_recorded_processes(sim_fleet):
+    fleet = sim_fleet(base_model(3, faults={"gpu002": ["h2d_slow"], "gpu003": ["power_brake"]}))
+    live = fleet.run("-m", "reach or gpu_load")
+    assert sorted(live.rejected()) == ["gpu002", "gpu003"], live.stdout
+    fleet.fleet.stop()  # the replay reaches nothing
+    replay = fleet.run(
+        "-m", "reach or gpu_load", "--transport=replay", f"--replay={live.run_dir / 'raw'}"
+    )
+    assert replay.rc == 1, replay.stdout
+    assert verdict_keys(replay) == verdict_keys(live)
+    assert replay.admission["transport"] == "replay"
+
+
+def verdict_keys(run) -> list[tuple[str, ...]]:
+    fields = ("check", "node", "component", "status", "observed", "expected", "message")
+    return sorted(tuple(json.dumps(v[f]) for f in fields) for v in run.verdicts["verdicts"])
