@@ -66,7 +66,7 @@ def test_one_node_per_fault_blamed_on_its_gpu(sim_fleet, transport):
             assert r["remediation_class"] == cls, (node, r)
     h2d = rej["gpu003"][0]
     assert (h2d["observed"], h2d["expected"], h2d["unit"]) == (13.5, ">= 45", "GB/s")
-    assert "far below its peers" in h2d["message"] and "0000:5d:00.0" in h2d["message"]
+    assert "far below its peers" in h2d["message"] and "0000:5d:00.0: NUMA node 0" in h2d["message"]
     raw = resolve_evidence(run.run_dir, h2d["evidence"][0])
     assert raw["cmd"].startswith("nvbandwidth -t host_to_device_memcpy_ce")
     # the throttle's evidence is the samples taken under load
@@ -84,7 +84,7 @@ def test_one_node_per_fault_blamed_on_its_gpu(sim_fleet, transport):
     xid = rej["gpu007"][0]
     assert (xid["observed"], xid["expected"]) == (1, "<= 0") and "Xid 13" in xid["message"]
     plan = (run.run_dir / "gpu_load" / "plan-generic-hgx-h100.json").read_text()
-    assert '"channels": 36' in plan  # 9 nodes x 4 spawns, one round, all at once
+    assert '"channels": 45' in plan  # 9 nodes x 5 spawns, one round, all at once
 
 
 def test_a_node_lost_mid_load_rejects_only_itself(sim_fleet):

@@ -14,6 +14,7 @@ from nodegate.framework.active.campaign import Execution, Side
 from nodegate.profiles import ProfileLibrary
 from nodegate.sim.fleet_model import Fault, SimNode
 from nodegate.sim.tools import gpu_load as simload
+from nodegate.sim.tools import node_tools
 from nodegate.sim.tools.base import answer
 from nodegate.stages.gpu_load.checks import CHECKS, CLEANUP
 from nodegate.stages.gpu_load.commands import (
@@ -22,6 +23,7 @@ from nodegate.stages.gpu_load.commands import (
     KERNEL_LOG,
     NVBANDWIDTH,
     SAMPLER,
+    TOPOLOGY,
     dcgm_argv,
     nvbandwidth_argv,
     sampler_argv,
@@ -55,10 +57,12 @@ def sim_outputs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *faults: str) -
     nvb = answer(tools["nvbandwidth"], list(nvbandwidth_argv_default()[1:]))
     dcgm = answer(tools["dcgmi"], ["diag", "-r", "3", "-p", "x", "-j"])
     q = ["--query-gpu=" + ",".join(FIELDS), "--format=csv"]
+    merged = {t.name: t for t in node_tools(node)}["nvidia-smi"]  # topo -m: the hca provider's
     return {
         NVBANDWIDTH: nvb.stdout,
         DCGM: dcgm.stdout,
         SAMPLER: answer(tools["nvidia-smi"], q).stdout,
+        TOPOLOGY: answer(merged, ["topo", "-m"]).stdout,
     }
 
 
@@ -71,7 +75,7 @@ def execution(
 ) -> Execution:
     rcs = rcs or {}
     sides = []
-    for role in (SAMPLER, NVBANDWIDTH, DCGM, KERNEL_LOG):
+    for role in (TOPOLOGY, SAMPLER, NVBANDWIDTH, DCGM, KERNEL_LOG):
         if role in over:
             sides.append(Side(NODE, role, role, over[role]))
         elif role in out:
@@ -143,11 +147,41 @@ def test_h2d_far_below_its_peers_names_the_placement(monkeypatch, tmp_path, prof
     (v,) = [v for v in vs if v.status is Status.FAIL]
     assert v.message == (
         "host_to_device_memcpy_ce: 13.5 GB/s (peers' median 55.08 GB/s); far below its peers "
-        "with a PCIe link pcie_gpu passed: its placement (0000:5d:00.0: root port, NUMA node, "
-        "ACS/ATS)"
+        "with a PCIe link pcie_gpu passed: its placement (0000:5d:00.0: NUMA node 0 (CPUs "
+        "0-55,112-167), its PCIe switch shared with mlx5_3; the other GPUs of NUMA node 0 at "
+        "55.17 GB/s: its root port or switch (ACS/ATS), not the NUMA node)"
     )
     assert v.remediation is not None and "root port and NUMA node" in v.remediation
     assert v.remediation_class is None  # the profile's class for the check (reseat_cable)
+
+
+def test_every_gpu_of_one_numa_node_slow_blames_that_numa_node(monkeypatch, tmp_path, prof):
+    out = healthy(monkeypatch, tmp_path)
+    head, rest = out[NVBANDWIDTH].split("Running device_to_host", 1)
+    row = next(ln for ln in head.splitlines() if ln.startswith(" 0 "))
+    cells = row.split()[1:]
+    slow = cells[:4] + ["21.30"] * 4  # GPU4-7: NUMA node 1 in the topology
+    head = head.replace(row, " 0" + "".join(f"{c:>10}" for c in slow))
+    out[NVBANDWIDTH] = head + "Running device_to_host" + rest
+    vs = [v for v in judge(execution(out), prof) if v.status is Status.FAIL]
+    assert {(v.check, v.component) for v in vs} == {("gpu_load.h2d.bandwidth", "host NUMA node 1")}
+    assert len(vs) == 4 and {v.remediation_class for v in vs} == {"fix_config"}
+    assert vs[0].message.endswith(
+        "every GPU of NUMA node 1 (GPU4, GPU5, GPU6, GPU7) is below the floor while the other "
+        "NUMA nodes' pass: the host side of that NUMA node"
+    )
+
+
+def test_without_the_topology_the_placement_says_why(monkeypatch, tmp_path, prof) -> None:
+    out = healthy(monkeypatch, tmp_path, "h2d_slow")
+    out[TOPOLOGY] = "NVIDIA-SMI has failed\n"
+    vs = judge(execution(out, {TOPOLOGY: 9}), prof)
+    (v,) = [v for v in vs if v.status is not Status.PASS]
+    assert v.message.endswith(
+        "its placement (0000:5d:00.0: root port, NUMA node, ACS/ATS; unrecognized output of "
+        "`topology` (exited 9: NVIDIA-SMI has failed): first line is not a topology header: "
+        "'NVIDIA-SMI has failed')"
+    ), v.message
 
 
 def test_every_gpu_slow_alike_blames_the_host(monkeypatch, tmp_path, prof) -> None:

@@ -21,7 +21,7 @@ from nodegate.stages.gpu_load.profile import GpuLoadProfile
 from nodegate.stages.gpu_load.reading import read_load
 from nodegate.stages.gpu_load.run import run_load
 
-SPAWNS = 4  # sampler, nvbandwidth, dcgmi, journalctl: at most, one after another but the first
+SPAWNS = 5  # topology, sampler, nvbandwidth, dcgmi, journalctl (the sampler spans the rest)
 LOST_HINT = "check the node's SSH access (stage reach), then qualify it again"
 ALL_SIDES = Threshold("equal", 0)  # sanity's value: the node's parts that could not be read
 

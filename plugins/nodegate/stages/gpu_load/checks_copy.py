@@ -76,6 +76,7 @@ def host_copy(check: AnyCheck, f: LoadFacts, p: GpuLoadProfile, testcase: str) -
     measured = [v for v in values.values() if v is not None]
     low = [i for i, v in values.items() if not floor.holds(v)]
     every = bool(measured) and len(low) == len(values) and len(values) > 1
+    slow_numa = _slow_numa_nodes(f, values, set(low)) if not every else {}
     out = []
     for g in _gpus(f, m):
         v = values[g.index]
@@ -98,7 +99,20 @@ def host_copy(check: AnyCheck, f: LoadFacts, p: GpuLoadProfile, testcase: str) -
         msg, hint, cls = f"{testcase}: {v:g} GB/s", None, None
         if median is not None:
             msg += f" (peers' median {median:g} GB/s)"
-        if not ok and every:
+        numa = f.placement(g.index)[0]
+        comp = HOST if (every and not ok) else g.name
+        if not ok and numa in slow_numa:
+            comp = f"host NUMA node {numa}"
+            msg += (
+                f"; every GPU of NUMA node {numa} ({slow_numa[numa]}) is below the floor while "
+                "the other NUMA nodes' pass: the host side of that NUMA node"
+            )
+            hint = (
+                f"check the host side of NUMA node {numa}: its socket's PCIe root complex and "
+                "BIOS settings, the NUMA binding of the host buffers (a VM's vNUMA layout)"
+            )
+            cls = "fix_config"
+        elif not ok and every:
             msg += "; every GPU of the node is below the floor alike: the host side"
             hint = (
                 "check the host: IOMMU/ACS settings, BIOS PCIe settings, the NUMA binding "
@@ -108,7 +122,7 @@ def host_copy(check: AnyCheck, f: LoadFacts, p: GpuLoadProfile, testcase: str) -
         elif not ok and median is not None and p.peer_ratio and v < p.peer_ratio * median:
             msg += (
                 f"; far below its peers with a PCIe link pcie_gpu passed: its placement "
-                f"({g.bdf or 'bdf?'}: root port, NUMA node, ACS/ATS)"
+                f"({_placement(f, g, values)})"
             )
             hint = (
                 f"check where GPU{g.index} ({g.bdf or 'bdf?'}) sits: its root port and NUMA "
@@ -122,7 +136,7 @@ def host_copy(check: AnyCheck, f: LoadFacts, p: GpuLoadProfile, testcase: str) -
                 check,
                 f.node,
                 ok,
-                HOST if (every and not ok) else g.name,
+                comp,
                 v,
                 floor.expected(),
                 msg,
@@ -134,6 +148,48 @@ def host_copy(check: AnyCheck, f: LoadFacts, p: GpuLoadProfile, testcase: str) -
             )
         )
     return out
+
+
+def _slow_numa_nodes(
+    f: LoadFacts, values: dict[int, float | None], low: set[int]
+) -> dict[int, str]:
+    """NUMA node -> its GPUs, for each node of two or more GPUs all below the floor while
+    GPUs of another NUMA node pass (the topology says which GPU sits where)."""
+    by_numa: dict[int, list[int]] = {}
+    for i in values:
+        numa = f.placement(i)[0]
+        if numa is not None:
+            by_numa.setdefault(numa, []).append(i)
+    if len(by_numa) < 2:
+        return {}
+    passing = {n for n, gs in by_numa.items() if any(i not in low for i in gs)}
+    return {
+        n: ", ".join(f"GPU{i}" for i in gs)
+        for n, gs in sorted(by_numa.items())
+        if len(gs) > 1 and all(i in low for i in gs) and passing - {n}
+    }
+
+
+def _placement(f: LoadFacts, g: Gpu, values: dict[int, float | None]) -> str:
+    """`0000:5d:00.0: NUMA node 0 (CPUs 0-55), its switch shared with mlx5_3; the other GPUs
+    of NUMA node 0 at 55.1 GB/s: its root port or switch, not the NUMA node`."""
+    numa, cpus, nics = f.placement(g.index)
+    where = g.bdf or "bdf?"
+    if numa is None:
+        why = f.errors.get("topology", "topology not read")
+        return f"{where}: root port, NUMA node, ACS/ATS; {why}"
+    text = f"{where}: NUMA node {numa} (CPUs {cpus})"
+    if nics:
+        text += f", its PCIe switch shared with {', '.join(nics)}"
+    same = [
+        v for i, v in values.items() if i != g.index and v is not None and f.placement(i)[0] == numa
+    ]
+    if same:
+        text += (
+            f"; the other GPUs of NUMA node {numa} at {statistics.median(same):g} GB/s: its root "
+            "port or switch (ACS/ATS), not the NUMA node"
+        )
+    return text
 
 
 def check_h2d(check: AnyCheck, f: LoadFacts, p: GpuLoadProfile) -> list[Verdict]:

@@ -11,6 +11,7 @@ SAMPLER = "telemetry"  # nvidia-smi --query-gpu ... --format=csv -lms N, for the
 NVBANDWIDTH = "nvbandwidth"
 DCGM = "dcgmi"
 KERNEL_LOG = "kernel_log"  # journalctl -k since the first sample
+TOPOLOGY = "topology"  # nvidia-smi topo -m, before the load: each GPU's NUMA node and switch
 
 # The sampled fields, as nvidia-smi --help-query-gpu names them (corpus:
 # nvidia-smi-help-query-gpu__driver590.48.01); `clocks_event_reasons.*` since driver 535
@@ -32,6 +33,10 @@ FIELDS = (
     "power.draw",
     "ecc.errors.uncorrected.volatile.total",
 )
+
+
+def topology_argv() -> tuple[Part, ...]:
+    return ("nvidia-smi", "topo", "-m")
 
 
 def sampler_argv(p: GpuLoadProfile) -> tuple[Part, ...]:

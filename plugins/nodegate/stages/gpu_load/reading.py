@@ -21,7 +21,15 @@ from nodegate.parsers.kernel_log import XidEvent
 from nodegate.parsers.nvbandwidth import NvbRun, parse_nvbandwidth
 from nodegate.parsers.nvsmi_csv import CsvSample, parse_query_gpu_csv
 from nodegate.parsers.pci import normalize_bdf
-from nodegate.stages.gpu_load.commands import DCGM, FIELDS, KERNEL_LOG, NVBANDWIDTH, SAMPLER
+from nodegate.parsers.topo import TopoMatrix, parse_topo_matrix
+from nodegate.stages.gpu_load.commands import (
+    DCGM,
+    FIELDS,
+    KERNEL_LOG,
+    NVBANDWIDTH,
+    SAMPLER,
+    TOPOLOGY,
+)
 from nodegate.stages.gpu_load.profile import GpuLoadProfile
 from nodegate.transport.process import ProcessResult
 
@@ -58,6 +66,7 @@ class LoadFacts:
     nvbandwidth: NvbRun | None
     dcgm: DcgmDiag | None
     xids: tuple[XidEvent, ...] | None
+    topology: TopoMatrix | None  # None: placement is not named (its reason in errors)
     errors: Mapping[str, str]
     refs: Mapping[str, str]
 
@@ -69,6 +78,15 @@ class LoadFacts:
 
     def gpu(self, index: int) -> Gpu:
         return next((g for g in self.gpus if g.index == index), Gpu(index, None, None))
+
+    def placement(self, index: int) -> tuple[int | None, str | None, tuple[str, ...]]:
+        """(NUMA node, CPU affinity, NICs on the GPU's own PCIe switch) from `topo -m`."""
+        t = self.topology
+        row = None if t is None else next((r for r in t.rows if r.device == f"GPU{index}"), None)
+        if t is None or row is None:
+            return None, None, ()
+        nics = tuple(t.nic_names.get(d, d) for d, k in row.links.items() if k == "PIX")
+        return row.numa_affinity, row.cpu_affinity, nics
 
     def samples_of(self, index: int) -> list[CsvSample]:
         return [s for s in self.samples or () if s.text("index") == str(index)]
@@ -153,8 +171,9 @@ def read_load(
             by_role.get(DCGM), DCGM, parse_dcgmi_diag_json, errors, ok_rcs=(0, DCGM_TEST_FAILED)
         )
     klog = _parse(by_role.get(KERNEL_LOG), KERNEL_LOG, parse_kernel_window, errors)
+    topo = _parse(by_role.get(TOPOLOGY), TOPOLOGY, parse_topo_matrix, errors)
     if run.error is not None:
-        for role in (SAMPLER, NVBANDWIDTH, DCGM, KERNEL_LOG):
+        for role in (TOPOLOGY, SAMPLER, NVBANDWIDTH, DCGM, KERNEL_LOG):
             errors.setdefault(role, run.error)
     return LoadFacts(
         node=node,
@@ -163,6 +182,7 @@ def read_load(
         nvbandwidth=nvb,
         dcgm=dcgm,
         xids=None if klog is None else klog.xids,
+        topology=topo,
         errors=errors,
         refs=refs,
     )

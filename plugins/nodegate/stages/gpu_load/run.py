@@ -1,6 +1,8 @@
-"""Running the load on one node: the telemetry sampler first, then each load in turn while it
-samples, one more full sample after the load, then the kernel log of the load's window.
+"""Running the load on one node: its topology, then the telemetry sampler, then each load in
+turn while it samples, one more full sample after the load, then the kernel log of the load's
+window.
 
+    topology     nvidia-smi topo -m (each GPU's NUMA node, the NICs on its PCIe switch)
     sampler      nvidia-smi --query-gpu=... --format=csv -lms N (started first; the load starts
                  once its header and first sample are read: the samples cover the load)
     nvbandwidth  the level's testcases, one run
@@ -27,10 +29,12 @@ from nodegate.stages.gpu_load.commands import (
     KERNEL_LOG,
     NVBANDWIDTH,
     SAMPLER,
+    TOPOLOGY,
     dcgm_argv,
     kernel_log_argv,
     nvbandwidth_argv,
     sampler_argv,
+    topology_argv,
 )
 from nodegate.stages.gpu_load.profile import GpuLoadProfile
 from nodegate.transport.process import RemoteProcess, SpawnError
@@ -39,6 +43,7 @@ from nodegate.transport.script import command_line
 FIRST_SAMPLE_S = 30.0  # the sampler's header and first row
 KILLED_WAIT_S = 10.0
 KERNEL_LOG_TIMEOUT_S = 60.0
+TOPOLOGY_TIMEOUT_S = 60.0
 READ_SLICE_S = 0.5
 # A timestamp cell of the CSV, read back only to name the window: digits and separators.
 _STAMP = re.compile(r"^(\d{4})/(\d{2})/(\d{2}) (\d{2}:\d{2}:\d{2})")
@@ -104,20 +109,24 @@ async def _one(
 
 
 async def run_load(node: str, p: GpuLoadProfile, spawn: Spawner) -> Execution:
-    """Sampler, loads, last sample, kernel log; nothing judged here."""
+    """Topology, sampler, loads, last sample, kernel log; nothing judged here."""
+    topo = await _one(spawn, node, TOPOLOGY, topology_argv(), TOPOLOGY_TIMEOUT_S)
+    if topo.lost_why is not None:
+        return Execution((topo,), topo.lost_why)
     s_argv = sampler_argv(p)
     s_cmd = command_line(s_argv)
     try:
         proc = await spawn.spawn(node, s_argv, p.timeout_s)
     except SpawnError as exc:
         why = spawn_failure(exc)
-        return Execution((Side(node, SAMPLER, s_cmd, None, f"not started: {why}", why),), why)
+        side = Side(node, SAMPLER, s_cmd, None, f"not started: {why}", why)
+        return Execution((topo, side), why)
     sampler = Sampler(proc)
     if not await sampler.read(1, time.monotonic() + FIRST_SAMPLE_S):
         await proc.kill(hang_up=False)
         res = await proc.wait(time.monotonic() + KILLED_WAIT_S)
         why = res.lost or f"telemetry sampler gave no sample within {FIRST_SAMPLE_S:g} s"
-        return Execution((Side(node, SAMPLER, s_cmd, res),), why)
+        return Execution((topo, Side(node, SAMPLER, s_cmd, res)), why)
     follower = asyncio.ensure_future(sampler.follow())
     sides: list[Side] = []
     try:
@@ -137,7 +146,7 @@ async def run_load(node: str, p: GpuLoadProfile, spawn: Spawner) -> Execution:
     await sampler.read(after, time.monotonic() + wait_s)
     await proc.kill(hang_up=False)
     res = await proc.wait(time.monotonic() + KILLED_WAIT_S)
-    out = [Side(node, SAMPLER, s_cmd, res), *sides]
+    out = [topo, Side(node, SAMPLER, s_cmd, res), *sides]
     if sampler.first_stamp is not None and not any(s.lost_why for s in out):
         argv = kernel_log_argv(sampler.first_stamp)
         out.append(await _one(spawn, node, KERNEL_LOG, argv, KERNEL_LOG_TIMEOUT_S))
