@@ -16,7 +16,8 @@ Formats:
   nvidia-smi     --query-gpu=<fields> --format=csv[,noheader][,nounits] [-l S | -lms MS]: the
                  header with units as the corpus CSV captures print them, one row per GPU per
                  sample; an unknown field: `Field "<f>" is not a valid field to query.` rc 2
-  dcgmi          diag -r 3|4 [-p <params>] -j (options in any order): DCGM 4.x JSON (the GB10
+  dcgmi          diag -r 3|4 [-p <params>] -j (options in any order), taking 1/100 of the
+                 -p targeted_stress.test_duration (default 30 s: 0.3 s): DCGM 4.x JSON (the GB10
                  capture's shape) with the Stress plugins; targeted_power's info messages as
                  TargetedPower_wrapper.cpp words them; exits 226 when a plugin fails
 Faults take an optional GPU index (default 3); `xid_under_load` takes `CODE` or `CODE@GPU`.
@@ -392,21 +393,26 @@ def tools(node: SimNode) -> Iterable[SimTool]:
     yield SimTool("nvidia-smi", {}, prelude=query_prelude(node, gpus), usage=NVIDIA_SMI_USAGE)
     docs = {lvl: dcgm_stress_json(node, gpus, lvl, driver, gm.device_id) for lvl in (3, 4)}
     dcgm = [
-        "ngl_r= ngl_j= ngl_x= ngl_next= ngl_i=0",
+        "ngl_r= ngl_j= ngl_x= ngl_next= ngl_i=0 ngl_p=",
         '[ "${1-}" = diag ] || ngl_x=1',
         "for ng_a do",
         "  ngl_i=$((ngl_i + 1)); [ $ngl_i -gt 1 ] || continue",
-        '  if [ -n "$ngl_next" ]; then [ "$ngl_next" = r ] && ngl_r=$ng_a; ngl_next=; continue; fi',
+        '  if [ -n "$ngl_next" ]; then',
+        '    if [ "$ngl_next" = r ]; then ngl_r=$ng_a; else ngl_p=$ng_a; fi; ngl_next=; continue',
+        "  fi",
         "  case $ng_a in -r|--run) ngl_next=r ;; -p|--parameters) ngl_next=p ;; "
         "-j|--json) ngl_j=1 ;; *) ngl_x=1 ;; esac",
         "done",
         'if [ -z "$ngl_x$ngl_next" ] && [ -n "$ngl_j" ]; then',
+        # The burn: targeted_stress's test_duration (-p), run at 1/100 of its length.
+        "  ngl_d=${ngl_p#*targeted_stress.test_duration=}; ngl_d=${ngl_d%%;*}",
+        '  case $ngl_d in ""|*[!0-9]*) ngl_d=30 ;; esac',
+        "  ngl_s=$((ngl_d / 100)).$(printf '%02d' $((ngl_d % 100)))",
         "  case $ngl_r in",
     ]
     for lvl, (doc, failed) in docs.items():
         dcgm.append(
-            f"    {lvl}) {mark}; sleep {0.3 * (lvl - 2):.1f}; {printf(doc)}; "
-            f"return {226 if failed else 0} ;;"
+            f'    {lvl}) {mark}; sleep "$ngl_s"; {printf(doc)}; return {226 if failed else 0} ;;'
         )
     dcgm += ["  esac", "fi"]
     yield SimTool("dcgmi", {}, prelude="\n".join(dcgm), usage=bad_arguments("dcgmi", 1))
