@@ -159,3 +159,22 @@ def test_the_baseline_keeps_the_runs_level() -> None:
     assert baseline_doc(adm, RunResult())["level"] == "extended"
     del adm["level"]
     assert "level" not in baseline_doc(adm, RunResult())
+
+
+def test_report_html_says_which_level_ran(tmp_path: Path) -> None:
+    import json
+
+    from nodegate.reports.html import write_report
+
+    doc = {
+        "schema_version": 1, "run_id": "r1", "level": "extended",
+        "started_at": "2026-01-01T00:00:00+00:00", "finished_at": "2026-01-01T00:01:00+00:00",
+        "inventory": "inv.yaml", "transport": "ssh", "stages": ["gpu_load"], "checks": [],
+        "summary": {"nodes": 0, "admitted": 0, "rejected": 0}, "nodes": {},
+    }  # fmt: skip
+    (tmp_path / "verdicts.json").write_text(json.dumps({"verdicts": []}))
+    (tmp_path / "admission.json").write_text(json.dumps(doc))
+    page = write_report(tmp_path, doc).read_text()
+    assert "transport ssh · level <b>extended</b> · stages gpu_load" in page
+    del doc["level"]
+    assert "level" not in write_report(tmp_path, doc).read_text().split("stages gpu_load")[0]
