@@ -19,6 +19,7 @@ pytestmark = pytest.mark.integration
 GPU3 = "GPU3 0000:5d:00.0 serial "  # the faults' default GPU; serials differ per node
 MARK = "reach or pcie_gpu or gpu_load"
 CHECK_IDS = CHECKS.ids()
+LEVEL = "admission.min_level"  # the reason a run below a profile's min_level carries
 
 # node -> (fault, {(check id, component prefix)} that must reject it, remediation class)
 EXPECT: dict[str, tuple[object, set[tuple[str, str]], str]] = {
@@ -180,3 +181,25 @@ def test_replay_rejudges_the_load_from_the_recorded_processes(sim_fleet):
 def verdict_keys(run) -> list[tuple[str, ...]]:
     fields = ("check", "node", "component", "status", "observed", "expected", "message")
     return sorted(tuple(json.dumps(v[f]) for f in fields) for v in run.verdicts["verdicts"])
+
+
+def test_a_bring_up_profile_admits_only_at_extended(sim_fleet, tmp_path):
+    (tmp_path / "bring-up.yaml").write_text(
+        "name: bring-up\ndescription: HGX H100 bring-up\nextends: generic-hgx-h100\n"
+        "admission: {min_level: extended}\n"
+    )
+    fleet = sim_fleet(base_model(2))
+    args = ("-m", MARK, f"--profiles-dir={tmp_path}", "--profile=bring-up")
+    why = (
+        "--level standard is below this profile's admission.min_level extended: run --level "
+        "extended to admit"
+    )
+    std, ext = fleet.run(*args), fleet.run(*args, "--level=extended")
+    for node in ("gpu001", "gpu002"):
+        mine = [r for r in std.admission["nodes"][node]["reasons"] if r["check"] == LEVEL]
+        assert [(r["status"], r["message"]) for r in mine] == [("out_of_scope", why)]
+        assert std.admission["nodes"][node]["state"] == "not_qualified"
+        assert not [r for r in ext.admission["nodes"][node]["reasons"] if r["check"] == LEVEL]
+    assert LEVEL in std.admission["out_of_scope"] and LEVEL not in ext.admission["out_of_scope"]
+    assert std.admission["policy"]["bring-up"]["min_level"] == "extended"
+    assert std.rejected() == ext.rejected() == {}
