@@ -302,3 +302,15 @@ def test_the_commands(prof) -> None:
                                "targeted_stress.test_duration=120;targeted_power.test_duration=120",
                                "-j")  # fmt: skip
     assert nvbandwidth_argv(prof)[:2] == ("nvbandwidth", "-t")
+
+
+def test_a_sampler_that_stopped_before_the_load_ended_cannot_pass(prof) -> None:
+    samples = (FORMATS / LOOP).read_text(encoding="utf-8")
+    gap = "the samples do not cover the load: the sampler exited 9 before the stage ended it"
+    sampler = Side(NODE, SAMPLER, "nvidia-smi", result(samples, 9), gap)
+    run = Execution((sampler, Side(NODE, KERNEL_LOG, "journalctl", result("-- No entries --\n"))))
+    p = replace(prof, run=replace(prof.run, testcases=(), dcgm_level=None, dcgm_plugins=()))
+    vs = judge(run, p)
+    assert {(v.check, v.status, v.message) for v in vs if v.status is not Status.PASS} == {
+        (c, Status.ERROR, gap) for c in CHECKS.ids() if ".telemetry." in c
+    }

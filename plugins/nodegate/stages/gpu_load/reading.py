@@ -148,15 +148,21 @@ def read_load(
     """The node's facts from its sides; an orchestration error (`run.error`) is every part's."""
     by_role = {s.role: s for s in run.sides}
     errors: dict[str, str] = {}
-    csv = _parse(
-        by_role.get(SAMPLER),
-        SAMPLER,
-        lambda t: parse_query_gpu_csv(t, FIELDS),
-        errors,
-        ok_rcs=(0,),
-        ok_killed=True,
-    )
-    samples = csv.samples if csv is not None else None
+    sampler = by_role.get(SAMPLER)
+    samples = None
+    if sampler is not None and sampler.result is not None and sampler.detail:
+        # The sampler stopped before the load ended: what it missed cannot pass.
+        errors[SAMPLER] = sampler.detail
+    else:
+        csv = _parse(
+            sampler,
+            SAMPLER,
+            lambda t: parse_query_gpu_csv(t, FIELDS),
+            errors,
+            ok_rcs=(0,),
+            ok_killed=True,
+        )
+        samples = csv.samples if csv is not None else None
     if samples is not None and not samples:
         errors[SAMPLER], samples = "the sampler printed its header but no sample", None
     nvb = None

@@ -7,8 +7,9 @@ window.
                  once its header and first sample are read: the samples cover the load)
     nvbandwidth  the level's testcases, one run
     dcgmi        diag -r <3|4> -p <burn> -j, when the level asks for DCGM stress
-    after        one more sample per GPU after the last load ended, then the sampler is killed
-                 by PID (its `killed` is expected)
+    after        one more sample per GPU after the last load ended (waited for up to three
+                 intervals), then the sampler is killed by PID: its `killed` is expected, and a
+                 sampler that ended on its own did not cover the load (its checks ERROR)
     kernel_log   journalctl -k --since <first sample's timestamp>: Xids logged under load
 
 Every process goes through the ledger's spawn under its deadline; the sampler is read while
@@ -45,6 +46,7 @@ KILLED_WAIT_S = 10.0
 KERNEL_LOG_TIMEOUT_S = 60.0
 TOPOLOGY_TIMEOUT_S = 60.0
 READ_SLICE_S = 0.5
+UNCOVERED = "the samples do not cover the load"  # a sampler that stopped before it ended
 # A timestamp cell of the CSV, read back only to name the window: digits and separators.
 _STAMP = re.compile(r"^(\d{4})/(\d{2})/(\d{2}) (\d{2}:\d{2}:\d{2})")
 
@@ -144,9 +146,16 @@ async def run_load(node: str, p: GpuLoadProfile, spawn: Spawner) -> Execution:
     after = sampler.rows + max(1, len(sampler.gpus))
     wait_s = 3 * p.telemetry.interval_ms / 1000 + 10
     await sampler.read(after, time.monotonic() + wait_s)
-    await proc.kill(hang_up=False)
+    if not proc.at_eof:
+        await proc.kill(hang_up=False)
     res = await proc.wait(time.monotonic() + KILLED_WAIT_S)
-    out = [topo, Side(node, SAMPLER, s_cmd, res), *sides]
+    # nvidia-smi -lms runs until killed: one that ended on its own (a crash, a lost driver)
+    # stopped sampling before the load ended. Read from the result, so a replay of the
+    # capture (its kill as recorded) judges the same.
+    gap = (
+        "" if res.killed else f"{UNCOVERED}: the sampler exited {res.rc} before the stage ended it"
+    )
+    out = [topo, Side(node, SAMPLER, s_cmd, res, gap), *sides]
     if sampler.first_stamp is not None and not any(s.lost_why for s in out):
         argv = kernel_log_argv(sampler.first_stamp)
         out.append(await _one(spawn, node, KERNEL_LOG, argv, KERNEL_LOG_TIMEOUT_S))
