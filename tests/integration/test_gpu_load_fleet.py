@@ -187,6 +187,8 @@ def test_a_bring_up_profile_admits_only_at_extended(sim_fleet, tmp_path):
     (tmp_path / "bring-up.yaml").write_text(
         "name: bring-up\ndescription: HGX H100 bring-up\nextends: generic-hgx-h100\n"
         "admission: {min_level: extended}\n"
+        # a short burn keeps the test lean (the simulated dcgmi takes 1/100 of it)
+        "levels: {extended: {gpu_load: {run: {burn_s: 60}}}}\n"
     )
     fleet = sim_fleet(base_model(2))
     args = ("-m", MARK, f"--profiles-dir={tmp_path}", "--profile=bring-up")
