@@ -15,6 +15,7 @@ pytestmark = pytest.mark.integration
 EXPECTED = {
     "gpu003": "reach.ssh",  # unreachable
     "gpu005": "pcie.gpu.width",  # GPU5 at x8
+    "gpu007": "gpu_load.telemetry.throttle",  # thermal slowdown under load
     "gpu009": "reach.kernel.version",  # uname hangs
     "gpu012": "reach.ofed.version",  # ofed_info missing
     "gpu013": "hca.firmware.version",  # old HCA firmware
@@ -25,6 +26,7 @@ EXPECTED = {
     "gpu021": "hca.counters.errors",  # symbol errors climb
     "gpu022": "gpu.remap",  # remap pending
     "gpu024": "reach.driver.version",  # driver below the floor
+    "gpu025": "gpu_load.hbm.bandwidth",  # slow HBM copies
     "gpu026": "ib_pairs.rail.bandwidth",  # slow rail 3
     "gpu028": "reach.ssh",  # auth refused
     "gpu030": "hca.gpudirect",  # peermem missing

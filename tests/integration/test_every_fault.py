@@ -60,6 +60,13 @@ FAULTS: dict[str, list[Any]] = {
     "gpu047": [{"forge": "cat"}],
     "gpu048": [{"drop_after": "0"}],
     "gpu049": [{"hijack": "cat"}, {"hijack_end": "more"}],
+    # gpu_load (#28): under load
+    "gpu050": ["h2d_slow"],
+    "gpu051": ["hbm_slow"],
+    "gpu052": ["thermal_throttle_under_load"],
+    "gpu053": ["power_brake"],
+    "gpu054": [{"xid_under_load": "13"}],
+    "gpu055": ["dcgm_targeted_power_fail"],
 }
 # Erase the line above and paint a fake verdict, set the title, write the clipboard (OSC 52).
 HOSTILE = "Rocky 9\x1b[1A\x1b[2Kgpu031 admitted\x1b]0;owned\x07\x1b]52;c;cm0gLXJmIH4=\x07"
@@ -79,6 +86,8 @@ FAILING = {
     *("hca.count", "hca.firmware.version", "hca.firmware.uniform", "hca.port.state"),
     *("hca.port.width", "hca.port.speed", "hca.port.rate", "hca.pcie.width"),
     *("hca.counters.errors", "hca.link.ber", "hca.gpudirect", "ib_pairs.rail.bandwidth"),
+    *("gpu_load.h2d.bandwidth", "gpu_load.hbm.bandwidth", "gpu_load.dcgm.targeted_power"),
+    *("gpu_load.telemetry.throttle", "gpu_load.telemetry.temperature", "gpu_load.telemetry.xid"),
 }
 # A fold's reason line (indented), or a one-reason fold's own line (unindented).
 LINE = re.compile(r"^(?:  )?(\S+): (\S+) FAIL \[(.*?)\]: (.*)$")
@@ -101,7 +110,7 @@ def test_every_fail_reason_shows_observed_and_expected(sim_fleet: Any) -> None:
     nccl = {k for k in known_faults() if k.startswith("nccl_")}
     assert kinds == set(known_faults()) - ROCE_FAULTS - {"slurmd_down"} - nccl
     # Every reason line (#14 folds them to one screen by default: --summary-lines).
-    run = sim_fleet(base_model(49, faults=FAULTS, overrides=OVERRIDES)).run(
+    run = sim_fleet(base_model(55, faults=FAULTS, overrides=OVERRIDES)).run(
         "--summary-lines=0", timeout=600
     )
     assert run.rc == 1, run.stdout[-3000:]

@@ -1,7 +1,7 @@
 """A run interrupted while ib_pairs runs (Ctrl-C, SIGTERM, Ctrl-C twice), then run again.
 
 The interrupted run exits 2 and leaves its reports: admission.json rejects every node for the
-interrupt, verdicts.json holds what the passive stages measured, junit.xml lists every item as
+interrupt, verdicts.json holds what the stages before it measured, junit.xml lists every item as
 not run, reports/latest stays on the last complete run, and no ib_write_bw it started is left
 on the fleet, so the immediate re-run admits every node (no port still held by a server).
 """
@@ -22,7 +22,8 @@ from tests.integration.conftest import SimFleet, base_model
 pytestmark = pytest.mark.integration
 
 NODES = [f"gpu{i:03d}" for i in range(1, 9)]
-PASSIVE = ["reach", "pcie_gpu", "hca", "roce"]
+# The stages before ib_pairs: the passive ones and gpu_load (active, node-local).
+EARLIER = ["reach", "pcie_gpu", "gpu_load", "hca", "roce"]
 WHY = "run interrupted during ib_pairs"
 
 
@@ -81,7 +82,7 @@ def test_interrupted_during_ib_pairs_then_rerun(sim_fleet, signals):
     assert (reports / "latest").resolve() == previous.run_dir.resolve()
 
     doc = json.loads((run_dir / "admission.json").read_text())
-    assert (doc["interrupted"], doc["stages"]) == ("ib_pairs", PASSIVE)
+    assert (doc["interrupted"], doc["stages"]) == ("ib_pairs", EARLIER)
     assert doc["summary"] == {"nodes": 8, "admitted": 0, "rejected": 8, "not_qualified": 0}
     reason = {
         "check": "run.interrupted", "status": "not_run", "component": "", "observed": None,
@@ -91,10 +92,10 @@ def test_interrupted_during_ib_pairs_then_rerun(sim_fleet, signals):
     assert {n: d["reasons"] for n, d in doc["nodes"].items()} == {n: [reason] for n in NODES}
 
     verdicts = json.loads((run_dir / "verdicts.json").read_text())
-    assert (verdicts["interrupted_during"], verdicts["stages_run"]) == ("ib_pairs", PASSIVE)
-    passive = {c.id for s in STAGES if s.name in PASSIVE for c in s.checks}
+    assert (verdicts["interrupted_during"], verdicts["stages_run"]) == ("ib_pairs", EARLIER)
+    earlier = {c.id for s in STAGES if s.name in EARLIER for c in s.checks}
     measured = {(v["check"], v["node"]) for v in verdicts["verdicts"]}
-    assert measured == {(c, n) for c in passive for n in NODES}
+    assert measured == {(c, n) for c in earlier for n in NODES}
     assert {v["status"] for v in verdicts["verdicts"]} == {"pass"}
 
     # junit.xml: every item of the run, each an error saying it did not run

@@ -45,7 +45,7 @@ def test_corpus_expected(name: str) -> None:
 
 
 def test_corpus_count() -> None:
-    assert len(FILES) == 7
+    assert len(FILES) == 8
 
 
 def _test(diag: DcgmDiag, name: str) -> DiagTest:

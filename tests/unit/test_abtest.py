@@ -450,3 +450,24 @@ def test_a_job_matches_the_baseline_job_sharing_most_nodes() -> None:
         f"  changed job gpu[1-3]: {WHOLE} [{SET}]: 369.68 GB/s, the same number "
         "(nodes gpu[1-4] -> gpu[1-3]) (may drop at most 3 %)"
     )
+
+
+def test_gpu_load_numbers_regress_by_the_profiles_rules() -> None:
+    gpu3 = "GPU3 0000:5d:00.0 serial 1650124032506"
+    per = {"gpu_load.h2d.bandwidth": (55.1, "GB/s"), "gpu_load.telemetry.temperature": (66.0, "C")}
+
+    def run(h2d: float, temp: float, run_id: str) -> dict[str, Any]:
+        vs = [
+            Verdict("gpu_load.h2d.bandwidth", "gpu1", Status.PASS, gpu3, h2d, ">= 45", "GB/s"),
+            Verdict(
+                "gpu_load.telemetry.temperature", "gpu1", Status.PASS, gpu3, temp, "<= 87", "C"
+            ),
+        ]
+        return doc({"gpu1": vs}, run_id, checks=sorted(per))
+
+    cmp = compare(run(55.1, 66.0, "base"), run(52.9, 72.0, "new"), rules())
+    # one node: its numbers are the fleet's median too
+    assert regs(cmp) == {
+        (scope, "metric", check, "GPU3 0000:5d:00.0") for scope in ("gpu1", FLEET) for check in per
+    }
+    assert not regs(compare(run(55.1, 66.0, "base"), run(54.0, 70.0, "ok"), rules()))

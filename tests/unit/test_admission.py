@@ -16,7 +16,7 @@ from nodegate.core.results import RunResult
 from nodegate.core.values import Status, Verdict
 from nodegate.profiles import ProfileLibrary
 from nodegate.reports.terminal import summary_lines
-from nodegate.stages.registry import STAGES, checks_by_id
+from nodegate.stages.registry import STAGES, checks_by_id, stage
 
 REPO = Path(__file__).resolve().parents[2]
 META = {
@@ -38,7 +38,7 @@ def lib(tmp_path: Path | None = None) -> ProfileLibrary:
 def test_default_policy_is_every_check_of_every_stage_the_profile_defines() -> None:
     pol = policy_of(lib().get("generic-hgx-h100"), STAGES)
     # roce: null, not a RoCE SKU
-    assert pol.stages == ("reach", "pcie_gpu", "hca", "ib_pairs", "nccl")
+    assert pol.stages == ("reach", "pcie_gpu", "gpu_load", "hca", "ib_pairs", "nccl")
     assert pol.required == tuple(i for i in checks_by_id() if not i.startswith("roce."))
 
 
@@ -56,7 +56,7 @@ def test_policy_narrowed_and_widened_in_the_profile(tmp_path: Path) -> None:
     )
     pol = policy_of(lib(tmp_path).get("p"), STAGES)
     reach = [c.id for c in STAGES[0].checks if c.id != "reach.ofed.uniform"]
-    hca = [c.id for c in STAGES[2].checks if c.id != "hca.link.ber"]
+    hca = [c.id for c in stage("hca").checks if c.id != "hca.link.ber"]
     assert pol.required == (*reach, *hca, "gpu.xid", "site.test_x.test_y")
 
 

@@ -139,7 +139,13 @@ def _write(d: Path, name: str, doc: dict) -> None:
 def test_h200_is_h100_plus_its_differences() -> None:
     lib = ProfileLibrary([REPO / "inventories" / "profiles"])
     h100, h200 = lib.get("nd-h100-v5"), lib.get("nd-h200-v5")
-    assert h200.extends == ("_nvidia-xid", "_admission", "_fleet-compare", "nd-h100-v5")
+    assert h200.extends == (
+        "_nvidia-xid",
+        "_admission",
+        "_fleet-compare",
+        "_gpu-load",
+        "nd-h100-v5",
+    )
     assert h200.data["pcie_gpu"]["gpu"] == {
         "count": {"equal": 8, "unit": "GPUs"},
         "pci_device_ids": ["10de:2335"],
@@ -165,7 +171,7 @@ def test_extends_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown profile 'nope'"):
         lib.get("c")
     with pytest.raises(ConfigError, match=r"d.yaml \(extends _nvidia-xid, _admission, "
-                       r"_fleet-compare, nd-h100-v5\):\n  "
+                       r"_fleet-compare, _gpu-load, nd-h100-v5\):\n  "
                        r"pcie_gpu.gpu.count.equal: 'eight' is not of type 'integer'"):  # fmt: skip
         lib.get("d")
     with pytest.raises(ConfigError, match="is a profile fragment"):

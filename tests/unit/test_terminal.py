@@ -194,7 +194,7 @@ def test_summary_comes_last_and_item_reports_are_off_by_default(replay_run, tmp_
     # pytest's closing line, then ours
     assert f" 24 failed, {3 * deselected} deselected" in lines[section - 1]
     assert lines[section + 1 :] == [
-        "nodegate run a: 3 nodes, 0 admitted, 3 rejected (stages: reach)",
+        "nodegate run a: 3 nodes, 0 admitted, 3 rejected (level standard; stages: reach)",
         "REJECTED 3: n[1-3]",
         "  by remediation: fix_config n[1-3]",
         "reach.ssh FAIL on 3 nodes: n[1-3]",

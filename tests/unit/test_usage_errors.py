@@ -136,7 +136,8 @@ CASES = {
     ),
     "no-inventory": Case(
         (),
-        "--inventory: missing; suites/test_hca.py::test_hca_count needs the nodes to qualify "
+        "--inventory: missing; suites/test_gpu_load.py::test_h2d_bandwidth needs the nodes to "
+        "qualify "
         "(a nodegate YAML, Ansible INI or Ansible YAML inventory; ini twin nodegate_inventory)",
     ),
     "run-id-path": Case(
@@ -168,7 +169,8 @@ CASES = {
     ),
     "capture-stages": Case(
         ("capture", "--inventory", "inv.yaml", "--stages", "bogus", "--out", "bundle"),
-        "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, hca, roce, ib_pairs, nccl",
+        "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, gpu_load, hca, roce, ib_pairs, "
+        "nccl",
         cli=True,
     ),
     "capture-out-file": Case(

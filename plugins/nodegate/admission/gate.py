@@ -48,6 +48,15 @@ class Reason:
 _FROM_VERDICT = tuple(f.name for f in fields(Reason) if f.name != "status")
 
 
+LEVEL_CHECK = "admission.min_level"  # the reason a run below the profile's level carries
+
+
+def level_reason(why: str) -> Reason:
+    """A run below the profile's admission.min_level: out of scope, so not complete (the node
+    is not qualified, never rejected for it)."""
+    return _unjudged(LEVEL_CHECK, OUT_OF_SCOPE, why)
+
+
 def _unjudged(check: str, status: str, message: str) -> Reason:
     return Reason(check, status, "", None, None, message, remediation_class=UNJUDGED_CLASS)
 

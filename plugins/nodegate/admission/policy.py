@@ -8,6 +8,7 @@ narrow or widen it under `admission.require`:
         stages: [reach, pcie_gpu, hca]      # default: every stage with a section here
         not_required: [gpu.dcgm]            # check ids of those stages left out
         also_required: [site.test_site_kernel.test_kernel_prefix]   # e.g. a site check
+      min_level: extended                   # a bring-up profile: only --level extended admits
 
 A run that did not run every required check for a node cannot admit it (`not_qualified`).
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodegate.core.errors import ConfigError
+from nodegate.core.settings import LEVELS
 from nodegate.framework.stage import Stage
 from nodegate.profiles import Profile
 
@@ -32,9 +34,20 @@ class AdmissionPolicy:
     profile: str
     stages: tuple[str, ...]
     required: tuple[str, ...]
+    min_level: str | None = None  # admission.min_level: the shallowest --level that admits
 
     def to_json(self) -> dict[str, Any]:
-        return {"stages": list(self.stages), "required": list(self.required)}
+        level = {} if self.min_level is None else {"min_level": self.min_level}
+        return {"stages": list(self.stages), "required": list(self.required), **level}
+
+    def level_shortfall(self, level: str) -> str | None:
+        """Why a run at `level` cannot admit this profile's nodes (None: it can)."""
+        if self.min_level is None or LEVELS.index(level) >= LEVELS.index(self.min_level):
+            return None
+        return (
+            f"--level {level} is below this profile's admission.min_level {self.min_level}: "
+            f"run --level {self.min_level} to admit"
+        )
 
 
 def policy_of(profile: Profile, stages: Sequence[Stage]) -> AdmissionPolicy:
@@ -68,4 +81,5 @@ def policy_of(profile: Profile, stages: Sequence[Stage]) -> AdmissionPolicy:
     required = tuple(dict.fromkeys([c for c in ids if c not in dropped] + extra))
     if not required:
         raise ConfigError(f"{where}: requires no check (a node could never be qualified)")
-    return AdmissionPolicy(profile.name, tuple(names), required)
+    min_level = adm.get("min_level") if isinstance(adm, Mapping) else None
+    return AdmissionPolicy(profile.name, tuple(names), required, min_level)

@@ -21,7 +21,7 @@ from nodegate.core import schemas
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import COMPARE_FILE
 from nodegate.core.safetext import printable
-from nodegate.core.settings import Settings
+from nodegate.core.settings import DEFAULT_LEVEL, Settings
 from nodegate.core.words import plural
 from nodegate.profiles import Profile
 from nodegate.stages.registry import checks_by_id
@@ -46,6 +46,18 @@ def check_same_fleet(baseline: Mapping[str, Any], profiles: Mapping[str, str], w
         raise ConfigError(
             f"--compare-to {where}: the baseline is of another profile: {n} is "
             f"{b_nodes[n]['profile']} in the baseline, {profiles[n]} in this run{more}"
+        )
+
+
+def check_same_level(baseline: Mapping[str, Any], level: str, where: Path) -> None:
+    """ConfigError when the baseline ran at another --level: a quick run's numbers (shorter
+    burns, fewer iterations, checks left out) are not a standard run's."""
+    theirs = baseline.get("level", DEFAULT_LEVEL)
+    if theirs != level:
+        raise ConfigError(
+            f"--compare-to {where}: the baseline ran at --level {theirs}, this run at --level "
+            f"{level}: compare runs of one level (run --level {theirs}, or save a baseline at "
+            f"--level {level})"
         )
 
 
@@ -171,6 +183,7 @@ class ABMode:
             check_same_fleet(
                 baseline, {n: p.name for n, p in profiles.items()}, settings.compare_to
             )
+            check_same_level(baseline, settings.level, settings.compare_to)
             known = set(checks_by_id())
             rules = {p.name: regression_rules(p, known) for p in profiles.values()}
         return cls(settings.save_baseline, settings.compare_to, baseline, rules)

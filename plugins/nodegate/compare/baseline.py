@@ -80,6 +80,7 @@ def baseline_doc(admission: Mapping[str, Any], result: RunResult) -> dict[str, A
         "finished_at": admission["finished_at"],
         "inventory": admission["inventory"],
         "transport": admission["transport"],
+        **({"level": admission["level"]} if "level" in admission else {}),
         "complete": bool(admission.get("complete", True)),
         "stages": list(admission["stages"]),
         "checks": list(admission["checks"]),

@@ -37,7 +37,11 @@ DEFAULT_TRANSPORT = "ssh"
 REPLAY_TRANSPORT = "replay"
 BUNDLE_HINT = "a capture bundle or a run's raw/"
 ACTIONS = ("slurm", "kubernetes")  # built-in --act names (nodegate.actions)
-PROGRESS_MODES = ("auto", "live", "plain", "off")  # --progress (nodegate.session.display)
+PROGRESS_MODES = ("auto", "live", "plain", "off")
+# --level: how deep a run qualifies, shallowest first; each profile says what each runs
+# (its `levels:`, nodegate.profiles.at_level).
+LEVELS = ("quick", "standard", "extended")
+DEFAULT_LEVEL = "standard"  # --progress (nodegate.session.display)
 DEFAULT_SUMMARY_LINES = 30  # reason lines: with the header, one screen at 1,024 nodes
 
 _TRUE = frozenset({"true", "yes", "1", "on"})
@@ -70,6 +74,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "the ini twin takes whitespace-separated directories)",
         "DIR",
         "append",
+    ),
+    OptionSpec(
+        "--level",
+        f"qualification depth: {', '.join(LEVELS)} (default {DEFAULT_LEVEL}); what each runs "
+        "per stage is the profile's `levels:`",
+        "LEVEL",
     ),
     OptionSpec("--fanout", f"concurrent node sessions (default {DEFAULT_FANOUT})", "N"),
     OptionSpec(
@@ -160,6 +170,7 @@ class Settings:
     nodes: str | None = None
     profile: str | None = None
     profiles_dirs: tuple[Path, ...] = ()  # the user's, searched before the shipped profiles
+    level: str = DEFAULT_LEVEL  # one of LEVELS
     fanout: int = DEFAULT_FANOUT
     max_active: int | None = None  # None: the inventory's settings.max_active, else the default
     connect_timeout_s: float | None = None  # None: the inventory's, then ssh_config's, then 10
@@ -381,6 +392,7 @@ def build_settings(
         nodes=_text(given("--nodes")),
         profile=_text(given("--profile")),
         profiles_dirs=_dirs(given("--profiles-dir")),
+        level=_level(given("--level")),
         fanout=_whole(given("--fanout"), DEFAULT_FANOUT),
         max_active=_optional_whole(given("--max-active")),
         connect_timeout_s=_seconds(given("--connect-timeout")),
@@ -396,6 +408,15 @@ def build_settings(
         item_reports=_boolean(given("--item-reports")),
         summary_lines=_count(given("--summary-lines"), DEFAULT_SUMMARY_LINES),
     )
+
+
+def _level(g: _Given) -> str:
+    if g.value is None:
+        return DEFAULT_LEVEL
+    level = str(g.value).strip()
+    if level not in LEVELS:
+        raise g.bad("one of " + ", ".join(LEVELS))
+    return level
 
 
 def _admission(given: Callable[[str], _Given]) -> dict[str, Any]:

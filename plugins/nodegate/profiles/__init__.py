@@ -24,6 +24,7 @@ class Profile:
     source: str
     data: Mapping[str, Any]
     extends: tuple[str, ...] = ()  # profiles and fragments it overlays, in order
+    level: str | None = None  # the --level its `levels:` overlay was applied for (at_level)
     # Typed views of sections, built once per profile (see `typed`).
     _typed: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -39,6 +40,24 @@ class Profile:
             self._typed[stage] = build(self.section(stage))
         got: T = self._typed[stage]
         return got
+
+
+def at_level(profile: Profile, level: str) -> Profile:
+    """The profile as a run at `level` sees it: its `levels.<level>` sections overlaid (deep
+    merge, as `extends`), validated whole; a profile without `levels:` runs as written.
+
+    >>> p = Profile("p", "p.yaml", {"gpu_load": {"run": {"burn_s": 60}},
+    ...     "levels": {"quick": {"gpu_load": {"run": {"burn_s": 5}}}}})
+    >>> at_level(p, "quick").data["gpu_load"]["run"]["burn_s"]
+    5
+    """
+    levels = profile.data.get("levels")
+    overlay = levels.get(level) if isinstance(levels, Mapping) else None
+    if not overlay:
+        return Profile(profile.name, profile.source, profile.data, profile.extends, level)
+    data = _deep_merge(profile.data, overlay)
+    validate_profile(data, f"{profile.source} (at level {level}: levels.{level})")
+    return Profile(profile.name, profile.source, data, profile.extends, level)
 
 
 @lru_cache(maxsize=1)

@@ -217,10 +217,11 @@ def decision_lines(doc: Mapping[str, Any], paths: Paths, budget: int) -> list[st
     unqualified = [n for n, st in states.items() if st == "not_qualified"]
     during = f" INTERRUPTED during {doc['interrupted']}:" if doc.get("interrupted") else ""
     nq = f", {len(unqualified)} not qualified" if unqualified else ""
+    level = f"level {doc['level']}; " if doc.get("level") else ""
     lines = [
         f"nodegate run {doc['run_id']}:{during} {plural(s['nodes'], 'node')}, "
         f"{s['admitted']} admitted, "
-        f"{s['rejected']} rejected{nq} (stages: {', '.join(doc['stages']) or 'none'})"
+        f"{s['rejected']} rejected{nq} ({level}stages: {', '.join(doc['stages']) or 'none'})"
     ]
     if admitted:
         lines.append(f"ADMITTED {len(admitted)}: {clip_nodeset(admitted, paths.admission)}")

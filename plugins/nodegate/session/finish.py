@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from _pytest.junitxml import xml_key
 
-from nodegate.admission.gate import admission_doc, decide, write_admission
+from nodegate.admission.gate import admission_doc, decide, level_reason, write_admission
 from nodegate.admission.guard import drain_bound, find_systemic, mark_systemic
 from nodegate.admission.remediation import table_of
 from nodegate.compare.outliers import find_outliers, reject_blocking
@@ -135,6 +135,10 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         required=state.required(),
         waivers=state.waivers,
     )
+    for node, prof in state.profiles.items():
+        why = state.policies[prof.name].level_shortfall(state.settings.level)
+        if why is not None and node in decisions:
+            decisions[node].reasons.append(level_reason(why))
     # A check erroring on most nodes is a tool or controller problem: its nodes are not
     # qualified rather than rejected (admission.guard); an interrupted run admits nobody anyway.
     systemic = (
@@ -153,6 +157,7 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         "finished_at": now(),
         "inventory": state.inventory.source,
         "transport": state.settings.transport,
+        "level": state.settings.level,
         "stages": result.stages_run,
         **({"interrupted": result.interrupted} if result.interrupted else {}),
         **({"outliers": found.to_json()} if found is not None else {}),

@@ -17,7 +17,7 @@ from nodegate.core.results import RunResult
 from nodegate.core.settings import Settings
 from nodegate.core.values import Verdict
 from nodegate.inventory import Inventory, Node, load_inventory
-from nodegate.profiles import Profile, ProfileLibrary
+from nodegate.profiles import Profile, ProfileLibrary, at_level
 from nodegate.session.engine import LoopThread
 from nodegate.session.transports import make_transport
 from nodegate.stages.registry import STAGES, checks_by_id
@@ -76,13 +76,16 @@ def build_state(config: pytest.Config, settings: Settings, workerinput: Any) -> 
         raise ConfigError(f"{settings.inventory}: the node selection is empty")
     lib = ProfileLibrary(settings.profile_search_path())
     profiles: dict[str, Profile] = {}
+    leveled: dict[str, Profile] = {}  # profile name -> at the run's level (validated once)
     for n in nodes:
         name = settings.profile or n.profile
         if not name:
             raise ConfigError(
                 f"{settings.inventory}: node {n.name} has no profile (set one, or --profile)"
             )
-        profiles[n.name] = lib.get(name)
+        if name not in leveled:
+            leveled[name] = at_level(lib.get(name), settings.level)
+        profiles[n.name] = leveled[name]
     policies = {p.name: policy_of(p, STAGES) for p in profiles.values()}
     waivers = WaiverSet()
     if settings.waivers is not None:
