@@ -134,7 +134,7 @@ def test_the_terminal_says_which_level_ran() -> None:
     }
     paths = Paths("reports/r1/admission.json")
     assert decision_lines(doc, paths, 30)[0] == (
-        "nodegate run r1: 1 nodes, 1 admitted, 0 rejected (level quick; stages: reach, gpu_load)"
+        "nodegate run r1: 1 node, 1 admitted, 0 rejected (level quick; stages: reach, gpu_load)"
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from nodegate.compare.abmode import EXIT_REGRESSED
+from nodegate.stages.registry import STAGES
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "root:$6$s3cr3t-hash:19700:0:99999:7:::"
@@ -155,7 +156,7 @@ CASES = {
     "mark-unknown": Case(  # #21: exit 5, a run directory, and no word of the stage markers
         pytest_run("-m", "reach or nosuchstage"),
         "-m: 'nosuchstage' in 'reach or nosuchstage' is no marker of these suites; the stage "
-        "markers: reach, pcie_gpu, hca, roce, ib_pairs, nccl (every registered marker: "
+        f"markers: {', '.join(s.name for s in STAGES)} (every registered marker: "
         "pytest --markers)",
     ),
     "profiles-dir-missing": Case(  # #21: accepted, the shipped profiles used instead
