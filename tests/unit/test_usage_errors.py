@@ -136,7 +136,7 @@ CASES = {
     ),
     "no-inventory": Case(
         (),
-        "--inventory: missing; suites/test_hca.py::test_hca_count needs the nodes to qualify "
+        "--inventory: missing; suites/test_fabric.py::test_fabric_cable_expected needs the nodes to qualify "
         "(a nodegate YAML, Ansible INI or Ansible YAML inventory; ini twin nodegate_inventory)",
     ),
     "run-id-path": Case(
@@ -153,7 +153,7 @@ CASES = {
     ),
     "capture-stages": Case(
         ("capture", "--inventory", "inv.yaml", "--stages", "bogus", "--out", "bundle"),
-        "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, hca, roce, ib_pairs, nccl",
+        "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, hca, fabric, roce, ib_pairs, nccl",
         cli=True,
     ),
     "capture-out-file": Case(

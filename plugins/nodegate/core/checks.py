@@ -51,6 +51,10 @@ class Check(Generic[F, P]):
     scope: Scope = "node"
     chart: Chart | None = None  # drawn among the report's first distributions; None: after
     measures: Measures = "node"
+    # The check judges the fabric's switches, cables between switches or subnet manager: a
+    # fault there is a repair-list item (admission.json `infrastructure`), and the nodes behind
+    # it PASS marked with it (`core.verdicts.marked`), never rejected for it.
+    infrastructure: bool = False
 
 
 AnyCheck = Check[Any, Any]

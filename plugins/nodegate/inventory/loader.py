@@ -88,7 +88,15 @@ def _flatten(spec: Mapping[str, Any] | None, where: str, base_dir: str) -> Flat:
     if "address" in plane:
         flat["data_plane.address"] = Setting(plane["address"], f"{where}.data_plane.address")
     for rail, value in (plane.get("rails") or {}).items():
-        flat[f"data_plane.rails.{rail}"] = Setting(value, f"{where}.data_plane.rails.{rail}")
+        at = f"{where}.data_plane.rails.{rail}"
+        if not isinstance(value, Mapping):  # the short form: the rail's address
+            flat[f"data_plane.rails.{rail}"] = Setting(value, at)
+            continue
+        if "address" in value:
+            flat[f"data_plane.rails.{rail}"] = Setting(value["address"], f"{at}.address")
+        for key in ("switch", "port"):  # where the rail's cable lands (the fabric stage)
+            if key in value:
+                flat[f"data_plane.cables.{rail}.{key}"] = Setting(value[key], f"{at}.{key}")
     return flat
 
 

@@ -82,6 +82,15 @@ class SSHSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class RailCable:
+    """Where a rail's cable lands (`data_plane.rails.N: {switch, port}`): the switch's name
+    as its node description reads, and its port; None: not given."""
+
+    switch: str | None = None
+    port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DataPlane:
     """Where other nodes send traffic to this node (the address ib_write_bw or mpirun must
     use), apart from the management address SSH reaches; per rail where rails have their own
@@ -89,6 +98,7 @@ class DataPlane:
 
     address: str | None = None
     rails: Mapping[int, str] = field(default_factory=FrozenMap)  # rail index -> address
+    cables: Mapping[int, RailCable] = field(default_factory=FrozenMap)  # rail -> its cable
 
     def for_rail(self, rail: int | None) -> tuple[str, str] | None:
         """(address, inventory key it came from) for `rail`, else the node's; None if neither."""

@@ -1,0 +1,296 @@
+"""The fabric's own parts, judged once per subnet: its subnet manager and each leaf's uplinks
+to the spines (present, at the profile's width and speed, error counters and XmitWait on
+both ends). A fault here is the infrastructure's, not a node's: the nodes behind it PASS,
+marked with it (`core.verdicts.marked`), and it goes onto the repair list; a subnet nobody
+could read is an ERROR for its nodes (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from nodegate.core.checks import AnyCheck
+from nodegate.core.values import Verdict
+from nodegate.core.verdicts import error, judged, marked
+from nodegate.parsers.sminfo import SmInfo
+from nodegate.stages.fabric.checks_node import XMIT_WAIT, Facts, Profiles, _deltas, _topology
+from nodegate.stages.fabric.commands import SAQUERY
+from nodegate.stages.fabric.profile import FabricProfile, Subnet
+from nodegate.stages.fabric.topology import Switch, Topology, Uplink
+from nodegate.stages.fabric.view import Reading, rails_on, reading
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One infrastructure fault: the part (a switch, a port, a cable by both ends)."""
+
+    component: str
+    observed: object
+    expected: object
+    message: str
+    remediation: str
+    unit: str | None = None
+
+
+def _subnet_nodes(facts: Facts, profiles: Profiles, subnet: str) -> list[str]:
+    return [n for n in facts if any(s.name == subnet for s in profiles[n].subnets)]
+
+
+def _subnets(profiles: Profiles) -> dict[str, Subnet]:
+    out: dict[str, Subnet] = {}
+    for p in profiles.values():
+        for s in p.subnets:
+            out.setdefault(s.name, s)
+    return out
+
+
+def _sms(o: object) -> tuple[SmInfo, ...] | None:
+    return getattr(o, "sms", None)
+
+
+def subnet_manager(c: AnyCheck, facts: Facts, profiles: Profiles) -> list[Verdict]:
+    """fabric.sm: exactly one MASTER SM on each subnet (saquery SMIR: every SM), at the
+    profile's priority, on the profile's GUID where it names one; the SM the observer's port
+    follows (sminfo) is that master."""
+    out: list[Verdict] = []
+    for name, subnet in sorted(_subnets(profiles).items()):
+        got = reading(facts, name, _sms, (SAQUERY,))
+        nodes = _subnet_nodes(facts, profiles, name)
+        if not isinstance(got.value, tuple):
+            out += [error(c, n, f"subnet {name} SM", got.why, evidence=got.evidence) for n in nodes]
+            continue
+        found = _sm_findings(subnet, got)
+        comp = f"subnet {name} SM"
+        for n in nodes:
+            if not found:
+                m = next(s for s in got.value if s.state == "MASTER")
+                seen = f"MASTER {m.guid} (lid {m.lid}) priority {m.priority}"
+                out.append(judged(c, n, True, comp, seen, _sm_want(subnet), evidence=got.evidence))
+            for fd in found:
+                out.append(_mark(c, n, fd, got))
+    return out
+
+
+def _sm_want(subnet: Subnet) -> str:
+    on = f" on {subnet.sm.guid}" if subnet.sm.guid else ""
+    return f"one MASTER, priority {subnet.sm.priority.expected()}{on}"
+
+
+def _sm_findings(subnet: Subnet, got: Reading) -> list[Finding]:
+    sms: tuple[SmInfo, ...] = got.value  # type: ignore[assignment]
+    want = _sm_want(subnet)
+    masters = [s for s in sms if s.state == "MASTER"]
+    comp = f"subnet {subnet.name} SM"
+    if not masters:
+        seen = ", ".join(f"{s.guid} {s.state}" for s in sms) or "no SM"
+        return [
+            Finding(
+                comp,
+                "no MASTER",
+                want,
+                f"subnet {subnet.name} has no MASTER SM ({seen})",
+                f"start the subnet manager of subnet {subnet.name} (opensm/UFM) and "
+                "check why no SM became master",
+            )
+        ]
+    if len(masters) > 1:
+        seen = ", ".join(f"{s.guid} (lid {s.lid})" for s in masters)
+        return [
+            Finding(
+                comp,
+                f"{len(masters)} MASTERs: {seen}",
+                want,
+                f"subnet {subnet.name} has {len(masters)} MASTER SMs: {seen}",
+                f"stop all but one subnet manager on subnet {subnet.name} (the others "
+                "must be STANDBY); check the SM priorities and the fabric split",
+            )
+        ]
+    m = masters[0]
+    out: list[Finding] = []
+    where = f"SM {m.guid} (lid {m.lid})"
+    if not subnet.sm.priority.holds(m.priority):
+        out.append(
+            Finding(
+                where,
+                f"priority {m.priority}",
+                want,
+                f"the MASTER SM of subnet {subnet.name} runs at priority {m.priority}",
+                f"set the intended SM's priority ({subnet.sm.priority.expected()}) "
+                "so that it, not a fallback, is master",
+            )
+        )
+    if subnet.sm.guid is not None and m.guid != subnet.sm.guid:
+        out.append(
+            Finding(
+                where,
+                m.guid,
+                subnet.sm.guid,
+                f"the MASTER SM of subnet {subnet.name} is {m.guid}, not {subnet.sm.guid}",
+                f"make {subnet.sm.guid} the master SM of subnet {subnet.name}",
+            )
+        )
+    return out
+
+
+def _mark(c: AnyCheck, node: str, fd: Finding, got: Reading) -> Verdict:
+    return marked(
+        c,
+        node,
+        fd.component,
+        fd.observed,
+        fd.expected,
+        f"infrastructure: {fd.message}",
+        remediation=fd.remediation,
+        unit=fd.unit,
+        evidence=got.evidence,
+    )
+
+
+def uplinks(c: AnyCheck, facts: Facts, profiles: Profiles) -> list[Verdict]:
+    """fabric.uplinks: each leaf a node's rails land on has its uplinks to the spines: as many
+    as the profile says (else as most leaves of the subnet have, on the same port numbers), at
+    the profile's width and speed, no error counter rising and XmitWait under the limit on
+    either end. Nodes behind a degraded leaf are marked with it."""
+    out: list[Verdict] = []
+    for name in sorted(_subnets(profiles)):
+        got = reading(facts, name, _topology)
+        nodes = _subnet_nodes(facts, profiles, name)
+        topo = got.value
+        if not isinstance(topo, Topology):
+            out += [
+                error(c, n, f"subnet {name} leaves", got.why, evidence=got.evidence) for n in nodes
+            ]
+            continue
+        prof = profiles[nodes[0]] if nodes else None
+        if prof is None:
+            continue
+        found = _leaf_findings(topo, prof, got)
+        for n in nodes:
+            f = facts[n]
+            leaves: dict[str, Switch] = {}
+            for r in rails_on(profiles[n], next(s for s in profiles[n].subnets if s.name == name)):
+                guid = None if f.guids is None else f.guids.get(r.device)
+                port = None if guid is None else topo.ca_ports.get(guid)
+                if port is not None:
+                    leaves[port.switch.guid] = port.switch
+            if not leaves:
+                out.append(
+                    error(
+                        c,
+                        n,
+                        f"subnet {name} leaves",
+                        "none of the node's rails is in the discovered fabric",
+                        evidence=got.evidence,
+                    )
+                )
+                continue
+            for leaf in sorted(leaves.values(), key=lambda s: s.name):
+                marks = found.get(leaf.guid, [])
+                for fd in marks:
+                    out.append(_mark(c, n, fd, got))
+                if not marks:
+                    count = len(topo.uplinks(leaf))
+                    out.append(
+                        judged(
+                            c,
+                            n,
+                            True,
+                            f"{leaf.name} uplinks",
+                            f"{count} uplinks",
+                            "uplinks present, at speed, clean",
+                            evidence=got.evidence,
+                        )
+                    )
+    return out
+
+
+def _leaf_findings(topo: Topology, prof: FabricProfile, got: Reading) -> dict[str, list[Finding]]:
+    """Leaf guid -> its faults (missing uplinks, links below width/speed, errors, XmitWait)."""
+    leaves = topo.leaves()
+    ports = {leaf.guid: {u.local.port for u in topo.uplinks(leaf)} for leaf in leaves}
+    usual = Counter(p for ps in ports.values() for p in ps)
+    # The uplink port numbers most leaves use: one a leaf lacks is a cable down.
+    common = {p for p, k in usual.items() if k * 2 > len(leaves)}
+    counts = Counter(len(ps) for ps in ports.values())
+    typical = counts.most_common(1)[0][0] if counts else 0
+    rule = prof.uplinks
+    out: dict[str, list[Finding]] = {}
+    names = tuple(prof.counters.max_delta)
+    for leaf in leaves:
+        found: list[Finding] = []
+        have = ports[leaf.guid]
+        count_ok = rule.count.holds(len(have)) if rule.count is not None else len(have) >= typical
+        want = rule.count.expected() if rule.count is not None else f"{typical} (as most leaves)"
+        if not count_ok:
+            for p in sorted(common - have) or [None]:
+                comp = f"{leaf.name} P{p} (uplink)" if p is not None else f"{leaf.name} uplinks"
+                found.append(
+                    Finding(
+                        comp,
+                        f"{len(have)} uplinks",
+                        want,
+                        f"{leaf.name} has {len(have)} uplinks to the spines, "
+                        f"expected {want}" + (f": P{p} has no link partner" if p else ""),
+                        f"repair the uplink cable at {leaf.name} P{p}"
+                        if p
+                        else f"repair {leaf.name}'s uplinks to the spines",
+                    )
+                )
+        for u in topo.uplinks(leaf):
+            found += _uplink_findings(u, prof, got, names)
+        if found:
+            out[leaf.guid] = found
+    return out
+
+
+def _uplink_findings(
+    u: Uplink, prof: FabricProfile, got: Reading, names: tuple[str, ...]
+) -> list[Finding]:
+    out: list[Finding] = []
+    w, s = prof.uplinks.link.width, prof.uplinks.link.speed
+    seen = f"{u.local.width or '?'} {u.local.speed or '?'}"
+    if not (w.holds(u.local.width) and s.holds(u.local.speed)):
+        want = f"{w.expected()} {s.expected()}"
+        out.append(
+            Finding(
+                u.label,
+                seen,
+                want,
+                f"uplink {u.label} links at {seen}, not {want}",
+                f"reseat or replace the cable {u.label}",
+            )
+        )
+    window = prof.counters.window_s
+    for end in (u.local, u.remote):
+        if end is None:
+            continue
+        rise, _why = _deltas(got, (end.switch.lid, end.port), (*names, XMIT_WAIT))
+        if rise is None:
+            continue  # counters not read: fabric.switch_port.errors is every node's ERROR then
+        bad = [f"{k} +{v}" for k in names if not prof.counters.max_delta[k].holds(v := rise[k])]
+        if bad:
+            out.append(
+                Finding(
+                    u.label,
+                    ", ".join(bad),
+                    f"no error counter rising over {window:g} s",
+                    f"uplink {u.label}: {', '.join(bad)} at {end.label} in {window:g} s",
+                    f"reseat the cable {u.label}; replace it if errors continue",
+                )
+            )
+        rate = round(rise[XMIT_WAIT] / window, 1)
+        t = prof.counters.xmit_wait_rate
+        if not t.holds(rate):
+            out.append(
+                Finding(
+                    u.label,
+                    rate,
+                    t.expected(),
+                    f"uplink {u.label}: {end.label} waits for credits ({rate:g} {t.unit or ''})",
+                    f"find the congestion behind {u.label}: a slow receiver or "
+                    "too few uplinks for the traffic",
+                    unit=t.unit,
+                )
+            )
+    return out
