@@ -27,7 +27,7 @@ from pathlib import Path
 
 from nodegate.sim.fabric import SWITCH_PSID, Fabric, Link, Switch
 from nodegate.sim.fleet_model import SimNode
-from nodegate.sim.tools.base import Provider, Response, SimTool
+from nodegate.sim.tools.base import Provider, SimTool
 
 _NO_PARTNER = " " * 36
 CAP_MASK = "(CapMask: 0x5300 CapMask2: 0x0000002)"  # the corpus EDR switch's PMA
@@ -178,6 +178,8 @@ def write_shared(fab: Fabric, root: Path, t0: int) -> None:
     (d / "flint").mkdir(exist_ok=True)
     (d / "t0").write_text(f"{t0}\n")
     (d / "ibnetdiscover-p.txt").write_text(ibnetdiscover_ports(fab))
+    (d / "sminfo.txt").write_text(sminfo(fab))
+    (d / "saquery-SMIR.txt").write_text(saquery_smir(fab))
     (d / "topology.json").write_text(json.dumps(topology_key(fab), indent=1) + "\n")
     for sw in fab.switches:
         rows = (
@@ -267,12 +269,10 @@ def tools(node: SimNode, fab: Fabric) -> Iterable[SimTool]:
             ]
         ),
     )
-    sm = (
-        Response(sminfo(fab)),
-        Response(saquery_smir(fab)),
-    )
-    for tool, want, resp in (("sminfo", "", sm[0]), ("saquery", "SMIR", sm[1])):
-        body = _no_sm(tool, sm_lid) if not fab.sm_running else _emit(resp)
+    for tool, want, answer in (("sminfo", "", "sminfo"), ("saquery", "SMIR", "saquery-SMIR")):
+        body = f'/bin/cat "$ng_fab/{answer}.txt"; return $?'
+        if not fab.sm_running:
+            body = _no_sm(tool, sm_lid)
         yield SimTool(
             tool,
             {},
@@ -334,10 +334,6 @@ if [ ! -r "$ng_fab/flint/$ng_lid.txt" ]; then
   printf '%s\\n' "-E- Cannot open Device: $2. Connection timed out."; return 1
 fi
 /bin/cat "$ng_fab/flint/$ng_lid.txt"; return $?"""
-
-
-def _emit(r: Response) -> str:
-    return f"printf '%s' {shlex.quote(r.stdout)}; return {r.rc}"
 
 
 # The fabric's node faults are listed with the other providers' (sim/tools/__init__.py);
