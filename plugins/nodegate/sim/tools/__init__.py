@@ -54,12 +54,13 @@ __all__ = [
 
 def providers() -> list[Provider]:
     """Every stage's provider, in stage order (explicit registry, no discovery magic)."""
-    from nodegate.sim.tools import hca, ib_pairs, nccl, pcie_gpu, reach, roce
+    from nodegate.sim.tools import fabric, hca, ib_pairs, nccl, pcie_gpu, reach, roce
 
     return [
         reach.PROVIDER,
         pcie_gpu.PROVIDER,
         hca.PROVIDER,
+        fabric.PROVIDER,
         roce.PROVIDER,
         ib_pairs.PROVIDER,
         nccl.PROVIDER,

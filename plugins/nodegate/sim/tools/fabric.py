@@ -1,0 +1,351 @@
+"""Simulated tools of the `fabric` stage: what a node's infiniband-diags and flint answer from
+the fleet's fabric (sim/fabric.py), in the formats of the programs that print them.
+
+- `ibnetdiscover -p` (ibnetdiscover.c `dump_ports_report`, corpus ibnetdiscover__*): every
+  switch port (high to low, unplugged ones with 36 blanks and the description), then every
+  discovered CA port. Order: switches by LID, then CAs by LID; the real tool lists nodes in
+  its discovery order from the observer, which no reader may rely on.
+- `sminfo` (sminfo.c, corpus sminfo__*), `saquery SMIR` (saquery.c `dump_sm_info_record`).
+- `perfquery -x -l <lid>` (perfquery.c, corpus perfquery__x-extended-edr-switch-allports): one
+  extended block per port 1..N of the switch, counters at base + rate * t, t the seconds since
+  the fleet was built (so two reads over a window differ by rate * window).
+- `flint -d lid-<lid>,<ca>,<port> q` (mstflint flint/subcommands.cpp; corpus flint__q-*).
+
+Every tool names the observer's port with `-C <ca> -P <port>` (or, for flint, in the device
+string): a port that is not an active rail of this node fails as the real tools fail (their
+IBEXIT line on stdout, rc 255). Outputs that are the same on every node (the ports report,
+the counters' tables, the switches' flint answers) are files under the fleet's `fabric/`,
+written once (`write_shared`); a node's tool reads them there (`$NG_NODE`, as sim/nodetools.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from nodegate.sim.fabric import SWITCH_PSID, Fabric, Link, Switch
+from nodegate.sim.fleet_model import SimNode
+from nodegate.sim.tools.base import Provider, SimTool
+
+_NO_PARTNER = " " * 36
+CAP_MASK = "(CapMask: 0x5300 CapMask2: 0x0000002)"  # the corpus EDR switch's PMA
+TRAFFIC = (
+    "PortXmitData",
+    "PortRcvData",
+    "PortXmitPkts",
+    "PortRcvPkts",
+    "PortUnicastXmitPkts",
+    "PortUnicastRcvPkts",
+    "PortMulticastXmitPkts",
+    "PortMulticastRcvPkts",
+)
+ERRORS = (
+    "SymbolErrorCounter",
+    "LinkErrorRecoveryCounter",
+    "LinkDownedCounter",
+    "PortRcvErrors",
+    "PortRcvRemotePhysicalErrors",
+    "PortRcvSwitchRelayErrors",
+    "PortXmitDiscards",
+    "PortXmitConstraintErrors",
+    "PortRcvConstraintErrors",
+    "LocalLinkIntegrityErrors",
+    "ExcessiveBufferOverrunErrors",
+    "VL15Dropped",
+    "PortXmitWait",
+    "QP1Dropped",
+)
+# Unicast packets count as the packets; the base of a counter that has one of its own.
+_SAME_AS = {"PortUnicastXmitPkts": "PortXmitPkts", "PortUnicastRcvPkts": "PortRcvPkts"}
+
+
+def _line(kind: str, lid: int, port: int, guid: str, link: Link, desc: str) -> str:
+    head = f"{kind:>2} {lid:5d} {port:2d} {guid} {link.width} {link.speed or '???'}"
+    r = link.remote
+    if r is None:
+        return f"{head}{_NO_PARTNER}'{desc}'"
+    return f"{head} - {r.kind:>2} {r.lid:5d} {r.port:2d} {r.guid} ( '{desc}' - '{r.description}' )"
+
+
+def ibnetdiscover_ports(fab: Fabric) -> str:
+    """`ibnetdiscover -p` of the whole fabric."""
+    out: list[str] = []
+    for sw in fab.switches:
+        for p in range(sw.ports, 0, -1):
+            link = fab.ports.get((sw.lid, p)) or Link(None, "4x", None)
+            out.append(_line("SW", sw.lid, p, sw.guid, link, sw.name))
+    for ca in fab.cas:
+        if ca.link.remote is not None:
+            out.append(_line("CA", ca.lid, 1, ca.guid, ca.link, f"{ca.node} {ca.device}"))
+    return "\n".join(out) + "\n"
+
+
+_SM_NAMES = {0: "SMINFO_NOTACT", 1: "SMINFO_DISCOVER", 2: "SMINFO_STANDBY", 3: "SMINFO_MASTER"}
+
+
+def sminfo(fab: Fabric) -> str:
+    """sminfo's line for the SM the ports' SMLid names (the first master)."""
+    sm = fab.sms[0]
+    return (
+        f"sminfo: sm lid {sm.lid} sm guid 0x{int(sm.guid, 16):x}, activity count "
+        f"{sm.activity} priority {sm.priority} state {sm.state} {_SM_NAMES[sm.state]}\n"
+    )
+
+
+def saquery_smir(fab: Fabric) -> str:
+    """`saquery SMIR`: one SMInfoRecord per SM."""
+    return "".join(
+        "SMInfoRecord dump:\n\t\tRID\n"
+        f"\t\tLID...................{sm.lid}\n\t\tSMInfo dump:\n"
+        f"\t\tGUID..................{sm.guid}\n"
+        "\t\tSM_Key................0x0000000000000000\n"
+        f"\t\tActCount..............{sm.activity}\n"
+        f"\t\tPriority..............{sm.priority}\n"
+        f"\t\tSMState...............{sm.state}\n"
+        for sm in fab.sms
+    )
+
+
+def _field(name: str) -> str:
+    return f"{name}:".ljust(33, ".")
+
+
+def perfquery_rows(fab: Fabric, sw: Switch) -> Iterator[tuple[str, int | None, int]]:
+    """(text, base, rate) per line of `perfquery -x -l <sw.lid>`: a line with base None is
+    printed as is, the others as text + (base + rate * t)."""
+    for p in range(1, sw.ports + 1):
+        r = fab.rates(sw.lid, p)
+        yield f"# Port extended counters: Lid {sw.lid} port {p} {CAP_MASK}", None, 0
+        yield f"{_field('PortSelect')}{p}", None, 0
+        yield f"{_field('CounterSelect')}0x0000", None, 0
+        for name in TRAFFIC:
+            src = _SAME_AS.get(name, name)
+            yield _field(name), r.base.get(src, 0), r.rate.get(src, 0)
+        yield f"{_field('CounterSelect2')}0x00000000", None, 0
+        for name in ERRORS:
+            yield _field(name), r.base.get(name, 0), r.rate.get(name, 0)
+
+
+def perfquery_text(fab: Fabric, sw: Switch, t: int) -> str:
+    """What `perfquery -x -l <lid>` prints t seconds after the fleet was built."""
+    lines = [
+        text if base is None else f"{text}{base + rate * t}"
+        for text, base, rate in perfquery_rows(fab, sw)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def flint_query(sw: Switch) -> str:
+    """`flint -d lid-<lid>,... q` of a switch, laid out as the corpus flint q capture."""
+    return (
+        "Image type:            FS4\n"
+        f"FW Version:            {sw.firmware}\n"
+        "FW Release Date:       14.11.2024\n"
+        "Description:           UID                GuidsNumber\n"
+        f"Base GUID:             {sw.guid[2:]}        8\n"
+        "Image VSD:             N/A\n"
+        "Device VSD:            N/A\n"
+        f"PSID:                  {SWITCH_PSID}\n"
+        "Security Attributes:   secure-fw\n"
+    )
+
+
+def topology_key(fab: Fabric) -> dict[str, object]:
+    """The answer key: switches, SMs and the healthy cabling (node -> rail -> switch, port)."""
+    return {
+        "switches": [
+            {"name": s.name, "role": s.role, "guid": s.guid, "lid": s.lid, "firmware": s.firmware}
+            for s in fab.switches
+        ],
+        "sms": [
+            {"lid": m.lid, "guid": m.guid, "priority": m.priority, "state": m.state}
+            for m in fab.sms
+        ],
+        "sm_running": fab.sm_running,
+        "expected": {
+            node: {str(r): {"switch": sw, "port": p} for r, (sw, p) in rails.items()}
+            for node, rails in fab.expected.items()
+        },
+    }
+
+
+def write_shared(fab: Fabric, root: Path, t0: int) -> None:
+    """The fleet's `fabric/` files every node's tools read (written once per fleet)."""
+    d = root / "fabric"
+    (d / "perfquery").mkdir(parents=True, exist_ok=True)
+    (d / "flint").mkdir(exist_ok=True)
+    (d / "t0").write_text(f"{t0}\n")
+    (d / "ibnetdiscover-p.txt").write_text(ibnetdiscover_ports(fab))
+    (d / "sminfo.txt").write_text(sminfo(fab))
+    (d / "saquery-SMIR.txt").write_text(saquery_smir(fab))
+    (d / "topology.json").write_text(json.dumps(topology_key(fab), indent=1) + "\n")
+    for sw in fab.switches:
+        rows = (
+            text if base is None else f"{text}\t{base}\t{rate}"
+            for text, base, rate in perfquery_rows(fab, sw)
+        )
+        (d / "perfquery" / f"{sw.lid}.tsv").write_text("\n".join(rows) + "\n")
+        (d / "flint" / f"{sw.lid}.txt").write_text(flint_query(sw))
+
+
+# -- the node's tools ---------------------------------------------------------------------
+
+_PORT_ARGS = """ng_ca= ng_port= ng_x= ng_next= ng_rest=
+for ng_a do
+  case $ng_next in
+    C) ng_ca=$ng_a; ng_next=; continue ;;
+    P) ng_port=$ng_a; ng_next=; continue ;;
+  esac
+  case $ng_a in
+    -C|--Ca) ng_next=C ;;
+    -P|--Port) ng_next=P ;;
+    -*) ng_rest="$ng_rest $ng_a" ;;
+    *) ng_rest="$ng_rest $ng_a" ;;
+  esac
+done
+[ -z "$ng_next" ] || ng_x=1
+ng_rest=${ng_rest# }
+ng_fab=${NG_NODE%/by-addr/*}/fabric"""
+
+
+def _port_check(tool: str, up: list[str], down: list[str]) -> str:
+    """Shell: the named port (default the first active rail) is an active rail of this node,
+    else the real tool's failure; `$1` is the message a down port gets."""
+    first = up[0] if up else "mlx5_0:1"
+    ca, _, port = first.partition(":")
+    up_pat = "|".join(shlex.quote(p) for p in up) or "ng-none"
+    down_pat = "|".join(shlex.quote(p) for p in down) or "ng-none"
+    t = shlex.quote(tool)
+    return f"""[ -n "$ng_ca" ] || ng_ca={ca}
+[ -n "$ng_port" ] || ng_port={port}
+case "$ng_ca:$ng_port" in
+  {up_pat}) ;;
+  {down_pat}) printf '%s: iberror: failed: %s\\n' {t} "$ng_down"; return 255 ;;
+  *) printf "%s: iberror: failed: Failed to open '%s' port '%s'\\n" {t} "$ng_ca" "$ng_port"
+     return 255 ;;
+esac"""
+
+
+def _ports(node: SimNode, fab: Fabric) -> tuple[list[str], list[str]]:
+    from nodegate.sim.tools.hca import node_hcas
+
+    present = {d.name for d in node_hcas(node)}
+    mine = [c for c in fab.cas if c.node == node.name]
+    up = [f"{c.device}:1" for c in mine if c.link.remote is not None]
+    down = [f"{c.device}:1" for c in mine if c.link.remote is None and c.device in present]
+    return up, down
+
+
+def _no_sm(tool: str, lid: int) -> str:
+    """Shell: what a tool that asks the SM prints when no SM answers at its LID."""
+    if tool == "saquery":
+        return (
+            "printf 'ibwarn: [%s] sa_query: umad_recv failed: attr 0x18: Connection timed "
+            "out\\n\\n' $$ >&2; return 255"
+        )
+    return (
+        f"printf 'ibwarn: [%s] mad_rpc: _do_madrpc failed; dport (Lid {lid})\\n' $$ >&2; "
+        "printf 'sminfo: iberror: failed: query\\n'; return 255"
+    )
+
+
+def tools(node: SimNode, fab: Fabric) -> Iterable[SimTool]:
+    """The observer tools of `node` (every node can observe: the stage picks one)."""
+    up, down = _ports(node, fab)
+    sm_lid = fab.sms[0].lid
+    yield SimTool(
+        "ibnetdiscover",
+        {},
+        prelude="\n".join(
+            [
+                _PORT_ARGS,
+                'case "$ng_rest" in -p|--ports) ;; *) ng_x=1 ;; esac',
+                'if [ -z "$ng_x" ]; then ng_down="discover failed"',
+                _port_check("ibnetdiscover", up, down),
+                '/bin/cat "$ng_fab/ibnetdiscover-p.txt"; return $?',
+                "fi",
+            ]
+        ),
+    )
+    for tool, want, answer in (("sminfo", "", "sminfo"), ("saquery", "SMIR", "saquery-SMIR")):
+        body = f'/bin/cat "$ng_fab/{answer}.txt"; return $?'
+        if not fab.sm_running:
+            body = _no_sm(tool, sm_lid)
+        yield SimTool(
+            tool,
+            {},
+            prelude="\n".join(
+                [
+                    _PORT_ARGS,
+                    f'[ "$ng_rest" = {shlex.quote(want)} ] || ng_x=1',
+                    'if [ -z "$ng_x" ]; then ng_down=query',
+                    _port_check(tool, up, down),
+                    body,
+                    "fi",
+                ]
+            ),
+        )
+    yield SimTool(
+        "perfquery",
+        {},
+        prelude="\n".join(
+            [
+                _PORT_ARGS,
+                "set -f; set -- $ng_rest; set +f; ng_lid=",
+                'case "$1 $2" in "-x -l"|"-l -x") [ $# -eq 3 ] && ng_lid=$3 ;; esac',
+                'case "$ng_lid" in ""|*[!0-9]*) ng_x=1 ;; esac',
+                'if [ -z "$ng_x" ]; then ng_down="smp query nodeinfo failed"',
+                _port_check("perfquery", up, down),
+                'if [ ! -r "$ng_fab/perfquery/$ng_lid.tsv" ]; then',
+                "  printf 'ibwarn: [%s] mad_rpc: _do_madrpc failed; dport (Lid %s)\\n' $$ "
+                '"$ng_lid" >&2',
+                "  printf 'perfquery: iberror: failed: smp query nodeinfo failed\\n'; return 255",
+                "fi",
+                'ng_t0=$(/bin/cat "$ng_fab/t0"); ng_now=$(/bin/date +%s)',
+                "/usr/bin/awk -F '\\t' -v t=$((ng_now - ng_t0)) "
+                "'NF == 1 { print; next } { printf \"%s%.0f\\n\", $1, $2 + $3 * t }' "
+                '"$ng_fab/perfquery/$ng_lid.tsv"; return $?',
+                "fi",
+            ]
+        ),
+    )
+    yield SimTool("flint", {}, prelude=_flint_prelude(up, down))
+
+
+def _flint_prelude(up: list[str], down: list[str]) -> str:
+    ok = "|".join(shlex.quote(p.replace(":", ",")) for p in up) or "ng-none"
+    return f"""ng_fab=${{NG_NODE%/by-addr/*}}/fabric
+case "$#:$1:$3" in
+  3:-d:q|3:-d:query) ;;
+  *) printf '%s\\n' '-E- Unknown command or bad arguments. Run flint -h for usage.'; return 1 ;;
+esac
+ng_lid=${{2#lid-}}; ng_lid=${{ng_lid%%,*}}; ng_via=${{2#lid-"$ng_lid"}}; ng_via=${{ng_via#,}}
+case "$ng_via" in
+  {ok}) ;;
+  *) printf '%s\\n' "-E- Cannot open Device: $2. No such device or address."; return 1 ;;
+esac
+case "$2:$ng_lid" in
+  lid-*:*[!0-9]*|lid-*:) printf '%s\\n' "-E- Cannot open Device: $2. Invalid argument."
+    return 1 ;;
+esac
+if [ ! -r "$ng_fab/flint/$ng_lid.txt" ]; then
+  printf '%s\\n' "-E- Cannot open Device: $2. Connection timed out."; return 1
+fi
+/bin/cat "$ng_fab/flint/$ng_lid.txt"; return $?"""
+
+
+# The fabric's node faults are listed with the other providers' (sim/tools/__init__.py);
+# its tools come from the fleet's fabric (sim/fleet.py), not from one node's model.
+def _no_tools(node: SimNode) -> Iterable[SimTool]:
+    return ()
+
+
+def _provider() -> Provider:
+    from nodegate.sim.fabric import FAULTS
+
+    return Provider(name="fabric", tools=_no_tools, faults=FAULTS)
+
+
+PROVIDER = _provider()
