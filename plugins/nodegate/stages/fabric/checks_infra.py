@@ -16,6 +16,7 @@ from nodegate.core.verdicts import error, judged, marked
 from nodegate.parsers.sminfo import SmInfo
 from nodegate.stages.fabric.checks_node import XMIT_WAIT, Facts, Profiles, _deltas, _topology
 from nodegate.stages.fabric.commands import SAQUERY
+from nodegate.stages.fabric.facts import Observation
 from nodegate.stages.fabric.profile import FabricProfile, Subnet
 from nodegate.stages.fabric.topology import Switch, Topology, Uplink
 from nodegate.stages.fabric.view import Reading, rails_on, reading
@@ -45,8 +46,9 @@ def _subnets(profiles: Profiles) -> dict[str, Subnet]:
     return out
 
 
-def _sms(o: object) -> tuple[SmInfo, ...] | None:
-    return getattr(o, "sms", None)
+def _sms(o: Observation) -> tuple[SmInfo, ...] | None:
+    """Every SM's record; none when the fabric answers but no SM does (`sm_silent`)."""
+    return o.sms if o.sms is not None else (() if o.sm_silent else None)
 
 
 def subnet_manager(c: AnyCheck, facts: Facts, profiles: Profiles) -> list[Verdict]:
@@ -83,7 +85,9 @@ def _sm_findings(subnet: Subnet, got: Reading) -> list[Finding]:
     masters = [s for s in sms if s.state == "MASTER"]
     comp = f"subnet {subnet.name} SM"
     if not masters:
-        seen = ", ".join(f"{s.guid} {s.state}" for s in sms) or "no SM"
+        seen = ", ".join(f"{s.guid} {s.state}" for s in sms) or (
+            "sminfo and saquery SMIR get no answer from an SM"
+        )
         return [
             Finding(
                 comp,
@@ -287,7 +291,7 @@ def _uplink_findings(
                     u.label,
                     rate,
                     t.expected(),
-                    f"uplink {u.label}: {end.label} waits for credits ({rate:g} {t.unit or ''})",
+                    f"uplink {u.label}: {end.label} waits for credits ({rate:.0f} {t.unit or ''})",
                     f"find the congestion behind {u.label}: a slow receiver or "
                     "too few uplinks for the traffic",
                     unit=t.unit,

@@ -78,6 +78,9 @@ class Observation:
     counters_again: Mapping[PortKey, Mapping[str, int]] | None
     errors: Mapping[str, str] = field(default_factory=dict)  # command kind -> reason
     evidence: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # kind -> refs
+    # The fabric was discovered, yet sminfo and saquery both failed as infiniband-diags fail
+    # when no SM answers (exit 255): the subnet has no SM, not a broken observer.
+    sm_silent: bool = False
 
     def usable(self) -> bool:
         """Its topology was read: the per-node checks can use it."""
@@ -136,7 +139,14 @@ def _observe(f: OutcomeReader, subnet: str, node: str) -> Observation:
         counters_again=None if again is None else _counters(again),
         errors={k: f.errors[c] for k, c in cid.items() if c in f.errors},
         evidence={k: f.evidence(c) for k, c in cid.items()},
+        sm_silent=ports is not None and all(_no_sm(f, cid[k]) for k in (SMINFO, SAQUERY)),
     )
+
+
+def _no_sm(f: OutcomeReader, cmd_id: str) -> bool:
+    """The command failed as an infiniband-diags query no SM/SA answers (exit 255)."""
+    r = f.result(cmd_id)
+    return r is not None and not r.timed_out and r.truncated is None and r.rc == 255
 
 
 def build_facts(
