@@ -10,8 +10,10 @@ from nodegate.core.checks import Check, CheckTable
 from nodegate.stages.fabric import checks_infra as infra
 from nodegate.stages.fabric import checks_node as node
 from nodegate.stages.fabric.checks_node import per_rail_on_fabric
+from nodegate.stages.fabric.facts import FabricFacts
+from nodegate.stages.fabric.profile import FabricProfile
 
-CHECKS = CheckTable(
+CHECKS: CheckTable[FabricFacts, FabricProfile] = CheckTable(
     "fabric",
     [
         Check("fabric.cable.expected", "each rail's cable lands on the expected switch and port",

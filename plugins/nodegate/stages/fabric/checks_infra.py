@@ -227,7 +227,8 @@ def _leaf_findings(topo: Topology, prof: FabricProfile, got: Reading) -> dict[st
         count_ok = rule.count.holds(len(have)) if rule.count is not None else len(have) >= typical
         want = rule.count.expected() if rule.count is not None else f"{typical} (as most leaves)"
         if not count_ok:
-            for p in sorted(common - have) or [None]:
+            missing: list[int | None] = [*sorted(common - have)] or [None]
+            for p in missing:
                 comp = f"{leaf.name} P{p} (uplink)" if p is not None else f"{leaf.name} uplinks"
                 found.append(
                     Finding(

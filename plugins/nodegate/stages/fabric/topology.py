@@ -82,8 +82,8 @@ class Topology:
             names.setdefault(s.name, []).append(s)
         unlinked = {k: v for k, v in unlinked.items() if k not in links}
         far: dict[str, list[tuple[int, SwitchPort | None]]] = {}
-        for (guid, port), end in links.items():
-            far.setdefault(guid, []).append((port, end))
+        for (guid, port), far_end in links.items():
+            far.setdefault(guid, []).append((port, far_end))
         for guid, port in unlinked:
             far.setdefault(guid, []).append((port, None))
         return cls(
