@@ -16,7 +16,7 @@ from nodegate.profiles import Profile
 from nodegate.stages.fabric import STAGE
 from nodegate.transport.base import Transport
 
-from tests.fabric_texts import Fabric
+from tests.fabric_texts import Fabric, flint_loop
 
 
 class FabricTransport(Transport):
@@ -61,6 +61,7 @@ class FabricTransport(Transport):
             "saquery": f.smir,
             "perfquery": lambda: f.perfquery(0),
             "perfquery_again": lambda: f.perfquery(1),
+            "switch_fw": lambda: flint_loop(f, f.old_firmware),
         }.get(kind, lambda: "")()
 
     async def run_stage(
@@ -72,14 +73,14 @@ class FabricTransport(Transport):
             if node in self.lost:
                 out[node] = NodeOutcome(node, Reach.UNREACHABLE, {}, "connection lost")
                 continue
-            res = {
+            res = {  # the window's sleep takes its seconds, every other command none
                 s.id: CommandResult(
                     s.id,
                     s.id,
                     0,
                     self.text(node, s),
                     "",
-                    0.1,
+                    float(str(s.argv[1])) if s.id == "counter_window" else 0.0,
                     evidence=f"raw/{node}/{stage}.json#{s.id}",
                 )
                 for s in specs

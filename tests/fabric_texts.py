@@ -66,6 +66,7 @@ class Fabric:
     masters: int = 1
     sm_priority: int = 15
     pkeys: dict[tuple[str, int], list[str]] = field(default_factory=dict)  # (node, rail) -> values
+    old_firmware: dict[str, str] = field(default_factory=dict)  # switch name -> its version
 
     def names(self) -> list[str]:
         return [f"gpu{i + 1:03d}" for i in range(self.nodes)]
@@ -207,3 +208,28 @@ class Fabric:
 def _colons(g: str) -> str:
     h = g[2:]
     return ":".join(h[i : i + 4] for i in range(0, 16, 4))
+
+
+FLINT_Q = """\
+Image type:            FS4
+FW Version:            {version}
+FW Release Date:       12.3.2024
+Product Version:       {version}
+Description:           UID                GuidsNumber
+Base GUID:             {guid}        128
+Base MAC:              N/A                N/A
+Image VSD:             N/A
+Device VSD:            N/A
+PSID:                  MT_0000000693
+Security Attributes:   N/A
+"""
+
+
+def flint_loop(fabric: Fabric, old: dict[str, str] | None = None) -> str:
+    """The stage's firmware loop: `# lid <n>` then that switch's `flint q` (corpus flint q)."""
+    old = old or {}
+    switches = [*(fabric.spine(s) for s in range(fabric.spines)), *fabric.leaves()]
+    out = []
+    for name, g, lid in sorted(switches, key=lambda s: s[2]):
+        out.append(f"# lid {lid}\n" + FLINT_Q.format(version=old.get(name, "31.2012.1068"), guid=g))
+    return "".join(out)

@@ -134,6 +134,8 @@ SAID = {
 REPAIRS = [
     ("leaf-r01-rail5 P7 -> spine01 P6", "fabric.uplinks",
      ["gpu001", "gpu002", "gpu004", "gpu005", "gpu006"]),
+    ("leaf-r02-rail0", "fabric.switch.firmware",
+     ["gpu007", "gpu008", "gpu009", "gpu010", "gpu011", "gpu012"]),
     ("leaf-r02-rail3 P7 (uplink)", "fabric.uplinks",
      ["gpu007", "gpu008", "gpu009", "gpu010", "gpu011", "gpu012"]),
 ]  # fmt: skip
@@ -148,7 +150,13 @@ def test_fabric_faults_blamed_exactly(sim_fleet: Any, tmp_path: Path) -> None:
     """One fleet, a fault per node (or per switch part), none in another's way: each node
     rejected for exactly its fault, the infrastructure faults on the repair list only."""
     model = base_model(12, faults=NODE_FAULTS, racks={"nodes_per_rack": 6})
-    model["fabric"] = {"faults": ["uplink_down:leaf-r02-rail3", "uplink_xmit_wait:leaf-r01-rail5"]}
+    model["fabric"] = {
+        "faults": [
+            "uplink_down:leaf-r02-rail3",
+            "uplink_xmit_wait:leaf-r01-rail5",
+            "switch_old_firmware:leaf-r02-rail0",
+        ]
+    }
     fleet = sim_fleet(model)
     inv, profiles = cabled(fleet, tmp_path)
     run = fleet.run("-m", "reach or hca or fabric", "--profiles-dir", str(profiles), inventory=inv)
@@ -172,11 +180,16 @@ def test_fabric_faults_blamed_exactly(sim_fleet: Any, tmp_path: Path) -> None:
     assert [(i["component"], i["check"], i["nodes"]) for i in infra] == REPAIRS
     assert (infra[0]["expected"], infra[0]["unit"]) == ("<= 1000", "ticks/s")
     assert infra[0]["observed"] > 1000
-    assert infra[1]["message"] == (
+    assert (infra[1]["observed"], infra[1]["expected"], infra[1]["message"]) == (
+        "31.2010.4100",
+        ">= 31.2012.1068",
+        "leaf-r02-rail0 runs firmware 31.2010.4100",
+    )
+    assert infra[2]["message"] == (
         "leaf-r02-rail3 has 1 uplinks to the spines, expected 2 (as most leaves): "
         "P7 has no link partner"
     )
-    assert "REPAIR 2 infrastructure faults (their nodes are not rejected for them):" in run.stdout
+    assert "REPAIR 3 infrastructure faults (their nodes are not rejected for them):" in run.stdout
     # healthy nodes behind a degraded leaf are not rejected, only marked
     assert run.passed() == ["gpu001", "gpu008", "gpu009", "gpu011", "gpu012"]
 

@@ -120,8 +120,8 @@ def test_infrastructure_faults_mark_nodes_and_make_the_repair_list(tmp_path: Pat
 def test_a_healthy_fabric_passes_every_check(tmp_path: Path) -> None:
     vs = run_fabric(Fabric(), PROFILE, tmp_path)
     assert bad(vs) == [] and not [v for v in vs if v.remediation]
-    # per node: 8 rails x 5 rail checks, one SM verdict, 8 leaves' uplinks
-    assert len(vs) == 4 * (8 * 5 + 1 + 8)
+    # per node: 8 rails x 5 rail checks, one SM and one firmware verdict, 8 leaves' uplinks
+    assert len(vs) == 4 * (8 * 5 + 1 + 1 + 8)
 
 
 @pytest.mark.parametrize(
@@ -239,3 +239,44 @@ def test_vm_and_roce_profiles_have_no_fabric_section() -> None:
     prof = fabric_profile(PROFILE)
     assert [s.name for s in prof.subnets] == ["compute"]
     assert prof.subnets[0].rails == tuple(range(8))
+
+
+def test_switch_firmware_below_the_minimum_or_off_the_majority(tmp_path: Path) -> None:
+    """An old spine marks every node (their traffic crosses it); a leaf newer than the rest
+    marks only the nodes cabled to it."""
+    fab = Fabric(old_firmware={"spine02": "31.2010.4100", "leaf-r02-rail3": "31.2014.1000"})
+    vs = run_fabric(fab, PROFILE, tmp_path)
+    assert bad(vs) == []
+    items = [(i["component"], i["observed"], i["expected"], i["message"], i["nodes"])
+             for i in infrastructure_items(vs, INFRA)]  # fmt: skip
+    assert items == [
+        ("leaf-r02-rail3", "31.2014.1000", "31.2012.1068 (as most switches)",
+         "leaf-r02-rail3 runs firmware 31.2014.1000, most switches 31.2012.1068",
+         ["gpu003", "gpu004"]),
+        ("spine02", "31.2010.4100", ">= 31.2012.1068", "spine02 runs firmware 31.2010.4100",
+         NODES),
+    ]  # fmt: skip
+    (fix,) = [
+        i["remediation"] for i in infrastructure_items(vs, INFRA) if i["component"] == "spine02"
+    ]
+    assert fix == "update spine02's firmware to 31.2012.1068"
+
+
+def test_firmware_loop_framing_is_checked() -> None:
+    from nodegate.core.errors import ParseError
+    from nodegate.stages.fabric.facts import parse_firmware_loop
+
+    from tests.fabric_texts import flint_loop
+
+    got = parse_firmware_loop(flint_loop(Fabric(nodes=2)))
+    assert sorted(got)[:3] == [10, 11, 100] and got[10].version == "31.2012.1068"
+    text = flint_loop(Fabric(nodes=2))
+    for broken, why in [
+        ("junk\n" + text, "no `# lid <n>` mark before the first switch's output"),
+        (text + "# lid 10\n" + text.split("# lid 11")[0].split("\n", 1)[1], "switch LID 10 printed twice"),
+        (text.replace("FW Version:            31.2012.1068", "FW Version:            x"),
+         "switch LID 10: FW Version 'x' is not major.minor.subminor"),
+    ]:  # fmt: skip
+        with pytest.raises(ParseError) as info:
+            parse_firmware_loop(broken)
+        assert info.value.reason == why

@@ -8,15 +8,24 @@ could read is an ERROR for its nodes (fail closed).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nodegate.core.checks import AnyCheck
 from nodegate.core.values import Verdict
 from nodegate.core.verdicts import error, judged, marked
+from nodegate.parsers.flint import SwitchFirmware
 from nodegate.parsers.sminfo import SmInfo
-from nodegate.stages.fabric.checks_node import XMIT_WAIT, Facts, Profiles, _deltas, _topology
-from nodegate.stages.fabric.commands import SAQUERY
-from nodegate.stages.fabric.facts import Observation
+from nodegate.stages.fabric.checks_node import (
+    XMIT_WAIT,
+    Facts,
+    Profiles,
+    _deltas,
+    _topology,
+    seconds,
+)
+from nodegate.stages.fabric.commands import FIRMWARE, SAQUERY
+from nodegate.stages.fabric.facts import FabricFacts, Observation
 from nodegate.stages.fabric.profile import FabricProfile, Subnet
 from nodegate.stages.fabric.topology import Switch, Topology, Uplink
 from nodegate.stages.fabric.view import Reading, rails_on, reading
@@ -284,7 +293,7 @@ def _uplink_findings(
                     f"reseat the cable {u.label}; replace it if errors continue",
                 )
             )
-        rate = round(rise[XMIT_WAIT] / window, 1)
+        rate = round(rise[XMIT_WAIT] / seconds(got, prof), 1)
         t = prof.counters.xmit_wait_rate
         if not t.holds(rate):
             out.append(
@@ -296,6 +305,121 @@ def _uplink_findings(
                     f"find the congestion behind {u.label}: a slow receiver or "
                     "too few uplinks for the traffic",
                     unit=t.unit,
+                )
+            )
+    return out
+
+
+def _firmware(o: Observation) -> Mapping[int, SwitchFirmware] | None:
+    return o.firmware
+
+
+def switch_firmware(c: AnyCheck, facts: Facts, profiles: Profiles) -> list[Verdict]:
+    """fabric.switch.firmware: every switch of the subnet runs at least the profile's
+    firmware, and (where the profile says so) the version most switches run. A leaf's fault
+    marks the nodes cabled to it; a spine's every node of the subnet (their traffic crosses
+    it)."""
+    out: list[Verdict] = []
+    for name in sorted(_subnets(profiles)):
+        got = reading(facts, name, _firmware, (FIRMWARE,))
+        topo = reading(facts, name, _topology).value
+        nodes = _subnet_nodes(facts, profiles, name)
+        if not isinstance(got.value, Mapping) or not isinstance(topo, Topology):
+            why = got.why or "the subnet's topology was not read"
+            out += [
+                error(c, n, f"subnet {name} switches", why, evidence=got.evidence) for n in nodes
+            ]
+            continue
+        prof = profiles[nodes[0]]
+        fw: Mapping[int, SwitchFirmware] = got.value
+        findings = _firmware_findings(topo, fw, prof)
+        leaves = {s.guid for s in topo.leaves()}
+        for n in nodes:
+            mine = _leaves_of(facts[n], profiles[n], name, topo)
+            marks = [fd for guid, fd in findings if guid not in leaves or guid in mine]
+            for fd in marks:
+                out.append(_mark(c, n, fd, got))
+            if not marks:
+                versions = sorted({f.version for f in fw.values()})
+                out.append(
+                    judged(
+                        c,
+                        n,
+                        True,
+                        f"subnet {name} switches",
+                        ", ".join(versions),
+                        prof.switch_firmware.expected(),
+                        f"{len(fw)} switches",
+                        evidence=got.evidence,
+                    )
+                )
+    return out
+
+
+def _leaves_of(f: FabricFacts, prof: FabricProfile, subnet: str, topo: Topology) -> set[str]:
+    """GUIDs of the leaves the node's rails on `subnet` land on."""
+    out: set[str] = set()
+    for s in prof.subnets:
+        if s.name != subnet:
+            continue
+        for r in rails_on(prof, s):
+            guid = None if f.guids is None else f.guids.get(r.device)
+            port = None if guid is None else topo.ca_ports.get(guid)
+            if port is not None:
+                out.add(port.switch.guid)
+    return out
+
+
+def _firmware_findings(
+    topo: Topology, fw: Mapping[int, SwitchFirmware], prof: FabricProfile
+) -> list[tuple[str, Finding]]:
+    """(switch guid, finding) for each switch below the minimum or off the majority; a
+    discovered switch the loop did not report is one too (its firmware unknown)."""
+    rule = prof.switch_firmware
+    usual = Counter(f.version for f in fw.values()).most_common(1)
+    common = usual[0][0] if usual else None
+    target = common if common and rule.holds(common) else rule.min
+    out: list[tuple[str, Finding]] = []
+    for sw in sorted(topo.switches.values(), key=lambda s: (s.name, s.guid)):
+        got = fw.get(sw.lid)
+        if got is None:
+            out.append(
+                (
+                    sw.guid,
+                    Finding(
+                        sw.name,
+                        "not reported",
+                        rule.expected(),
+                        f"{sw.name} (lid {sw.lid}): no firmware read",
+                        f"query {sw.name}'s firmware (flint -d lid-{sw.lid} q)",
+                    ),
+                )
+            )
+            continue
+        if not rule.holds(got.version):
+            out.append(
+                (
+                    sw.guid,
+                    Finding(
+                        sw.name,
+                        got.version,
+                        rule.expected(),
+                        f"{sw.name} runs firmware {got.version}",
+                        f"update {sw.name}'s firmware to {target}",
+                    ),
+                )
+            )
+        elif prof.uniform_firmware and got.version != common:
+            out.append(
+                (
+                    sw.guid,
+                    Finding(
+                        sw.name,
+                        got.version,
+                        f"{common} (as most switches)",
+                        f"{sw.name} runs firmware {got.version}, most switches {common}",
+                        f"bring {sw.name} to the fabric's firmware {common}",
+                    ),
                 )
             )
     return out

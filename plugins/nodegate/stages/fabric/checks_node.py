@@ -293,6 +293,13 @@ def switch_port_errors(
 XMIT_WAIT = "PortXmitWait"
 
 
+def seconds(got: Reading, prof: FabricProfile) -> float:
+    """Seconds between the two reads of a switch port (measured; else the profile's window)."""
+    obs = got.observation
+    measured = None if obs is None else obs.elapsed_s
+    return measured if measured and measured > 0 else prof.counters.window_s
+
+
 def xmit_wait(
     c: AnyCheck, f: FabricFacts, prof: FabricProfile, r: Rail, port: SwitchPort, got: Reading
 ) -> Verdict:
@@ -303,7 +310,7 @@ def xmit_wait(
     rise, why = _deltas(got, (port.switch.lid, port.port), (XMIT_WAIT,))
     if rise is None:
         return error(c, f.node, component, why, evidence=ev)
-    rate = round(rise[XMIT_WAIT] / prof.counters.window_s, 1)
+    rate = round(rise[XMIT_WAIT] / seconds(got, prof), 1)
     t = prof.counters.xmit_wait_rate
     msg = "" if t.holds(rate) else f"{port.label} waits for credits towards {f.node} {r.device}"
     fix = f"check {f.node} {r.device}: its receive side starves the switch of credits"

@@ -6,6 +6,7 @@ Pure data plus the reader that fills it; only parsers parse.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -14,6 +15,7 @@ from typing import TypeVar
 from nodegate.core.errors import ParseError
 from nodegate.core.values import NodeOutcome
 from nodegate.framework.stage import OutcomeReader
+from nodegate.parsers.flint import SwitchFirmware, parse_switch_firmware
 from nodegate.parsers.ib_pkeys import PkeyEntry, parse_pkeys
 from nodegate.parsers.ib_sysfs import IbSysfs, parse_ib_sysfs
 from nodegate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
@@ -24,17 +26,22 @@ from nodegate.stages.fabric.commands import (
     COUNTERS,
     COUNTERS_AGAIN,
     DISCOVER,
+    FIRMWARE,
     GREP_OK_RCS,
     GUIDS,
     PKEYS,
     SAQUERY,
+    SLEEP,
     SMINFO,
     subnet_id,
 )
 from nodegate.stages.fabric.profile import FabricProfile
 from nodegate.stages.fabric.topology import Topology
 
-OBSERVER_KINDS = (DISCOVER, SMINFO, SAQUERY, COUNTERS, COUNTERS_AGAIN)
+OBSERVER_KINDS = (DISCOVER, SMINFO, SAQUERY, COUNTERS, COUNTERS_AGAIN, FIRMWARE)
+# The firmware loop's framing, written by the stage's own command (commands.FIRMWARE_LOOP)
+# before each switch's `flint q` output; flint prints no line of this shape.
+_LID_MARK = re.compile(r"^# lid (\d{1,5})$", re.MULTILINE)
 T = TypeVar("T")
 
 PortKey = tuple[int, int]  # (switch LID, port)
@@ -76,11 +83,15 @@ class Observation:
     sms: tuple[SmInfo, ...] | None
     counters: Mapping[PortKey, Mapping[str, int]] | None
     counters_again: Mapping[PortKey, Mapping[str, int]] | None
+    firmware: Mapping[int, SwitchFirmware] | None = None  # switch LID -> its firmware
     errors: Mapping[str, str] = field(default_factory=dict)  # command kind -> reason
     evidence: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # kind -> refs
     # The fabric was discovered, yet sminfo and saquery both failed as infiniband-diags fail
     # when no SM answers (exit 255): the subnet has no SM, not a broken observer.
     sm_silent: bool = False
+    # Seconds between a switch's two counter reads: the window's sleep plus one read loop
+    # (each switch is read at the same offset in both loops); None: not measured.
+    elapsed_s: float | None = None
 
     def usable(self) -> bool:
         """Its topology was read: the per-node checks can use it."""
@@ -129,6 +140,7 @@ def _observe(f: OutcomeReader, subnet: str, node: str) -> Observation:
     ports = f.parse(cid[DISCOVER], parse_ibnetdiscover_ports)
     first = f.parse(cid[COUNTERS], parse_perfquery)
     again = f.parse(cid[COUNTERS_AGAIN], parse_perfquery)
+    fw = f.parse(cid[FIRMWARE], parse_firmware_loop)
     return Observation(
         subnet=subnet,
         observer=node,
@@ -137,10 +149,38 @@ def _observe(f: OutcomeReader, subnet: str, node: str) -> Observation:
         sms=f.parse(cid[SAQUERY], parse_saquery_smir),
         counters=None if first is None else _counters(first),
         counters_again=None if again is None else _counters(again),
+        firmware=fw,
         errors={k: f.errors[c] for k, c in cid.items() if c in f.errors},
         evidence={k: f.evidence(c) for k, c in cid.items()},
         sm_silent=ports is not None and all(_no_sm(f, cid[k]) for k in (SMINFO, SAQUERY)),
+        elapsed_s=_elapsed(f, cid[COUNTERS]),
     )
+
+
+def parse_firmware_loop(text: str) -> Mapping[int, SwitchFirmware]:
+    """The firmware loop's output: each `# lid <n>` mark, then that switch's `flint q`
+    (parsers.flint); text before the first mark, or a switch twice, is not the loop's."""
+    marks = list(_LID_MARK.finditer(text))
+    if not marks or text[: marks[0].start()].strip():
+        raise ParseError("flint", "no `# lid <n>` mark before the first switch's output")
+    out: dict[int, SwitchFirmware] = {}
+    for i, m in enumerate(marks):
+        lid = int(m.group(1))
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        if lid in out:
+            raise ParseError("flint", f"switch LID {lid} printed twice")
+        try:
+            out[lid] = parse_switch_firmware(text[m.end() : end], lid)
+        except ParseError as exc:
+            raise ParseError("flint", f"switch LID {lid}: {exc.reason}") from None
+    return MappingProxyType(out)
+
+
+def _elapsed(f: OutcomeReader, first_read: str) -> float | None:
+    sleep, read = f.result(SLEEP), f.result(first_read)
+    if sleep is None or read is None or sleep.duration_s is None or read.duration_s is None:
+        return None
+    return sleep.duration_s + read.duration_s
 
 
 def _no_sm(f: OutcomeReader, cmd_id: str) -> bool:

@@ -23,6 +23,7 @@ from nodegate.stages.fabric.commands import (
     COUNTERS,
     COUNTERS_AGAIN,
     DISCOVER,
+    FIRMWARE,
     GUIDS,
     GUIDS_ARGV,
     NODE_TIMEOUT_S,
@@ -33,6 +34,7 @@ from nodegate.stages.fabric.commands import (
     SMINFO,
     counters_argv,
     discover_argv,
+    firmware_argv,
     observer_port,
     saquery_argv,
     sminfo_argv,
@@ -69,6 +71,7 @@ class FabricStage(PassiveStage[FabricFacts, FabricProfile]):
                 CommandSpec(subnet_id(SMINFO, s.name), sminfo_argv(ca, port), q),
                 CommandSpec(subnet_id(SAQUERY, s.name), saquery_argv(ca, port), q),
                 CommandSpec(subnet_id(COUNTERS, s.name), counters_argv(ca, port), t + q),
+                CommandSpec(subnet_id(FIRMWARE, s.name), firmware_argv(ca, port), t + q),
             ]
         window = prof.counters.window_s
         out.append(CommandSpec(SLEEP, ("sleep", f"{window:g}"), window + NODE_TIMEOUT_S))
