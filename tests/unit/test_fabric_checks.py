@@ -271,9 +271,10 @@ def test_firmware_loop_framing_is_checked() -> None:
     got = parse_firmware_loop(flint_loop(Fabric(nodes=2)))
     assert sorted(got)[:3] == [10, 11, 100] and got[10].version == "31.2012.1068"
     text = flint_loop(Fabric(nodes=2))
+    first = text.split("# lid 11")[0].split("\n", 1)[1]  # LID 10's flint q
     for broken, why in [
         ("junk\n" + text, "no `# lid <n>` mark before the first switch's output"),
-        (text + "# lid 10\n" + text.split("# lid 11")[0].split("\n", 1)[1], "switch LID 10 printed twice"),
+        (text + "# lid 10\n" + first, "switch LID 10 printed twice"),
         (text.replace("FW Version:            31.2012.1068", "FW Version:            x"),
          "switch LID 10: FW Version 'x' is not major.minor.subminor"),
     ]:  # fmt: skip
