@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -268,3 +270,53 @@ def test_an_observer_lost_mid_stage_rejects_only_itself(sim_fleet: Any, tmp_path
     assert not [v for v in vs if v["node"] != "gpu001" and v["status"] != "pass"]
     cable = [v for v in vs if v["check"] == "fabric.cable.expected" and v["node"] == "gpu003"]
     assert all("raw/gpu002/fabric.json#ibnetdiscover_compute" in v["evidence"] for v in cable)
+
+
+def test_golden_snapshot_finds_a_moved_cable(sim_fleet: Any, tmp_path: Path) -> None:
+    """`nodegate fabric snapshot` of a known-good run; the same fabric after maintenance (two
+    rails of gpu002 swapped, an uplink unplugged) diffed against it names both cables."""
+    good = sim_fleet(base_model(3))
+    _, profiles = cabled(good, tmp_path)  # the site profile (cabling required), for later
+    run = good.run("-m", "reach or fabric")  # the shipped profile: cabling not required
+    assert (run.rc, run.rejected()) == (6, {}), run.stdout[-3000:]
+    snap = tmp_path / "golden.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "nodegate.cli", "fabric", "snapshot", str(run.run_dir), "--out",
+         str(snap)], capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (p.returncode, p.stderr) == (0, ""), p.stderr
+    assert p.stdout == (
+        f"subnet compute: 3 nodes, 24 rail cables, 8 leaves, 16 uplinks -> {snap}\n"
+    )
+    doc = json.loads(snap.read_text())
+    assert doc["subnets"]["compute"]["nodes"]["gpu002"]["mlx5_3"] == {
+        "switch": "leaf-r01-rail3", "port": 2,
+    }  # fmt: skip
+    moved = base_model(3, faults={"gpu002": [{"fabric_rails_swapped": "3,4"}]})
+    moved["fabric"] = {"faults": ["uplink_down:leaf-r01-rail6:5"]}
+    after = sim_fleet(moved)
+    inv = yaml.safe_load(after.inventory.read_text())
+    inv["defaults"]["profile"] = "fabric-site"
+    inv.setdefault("settings", {})["fabric_snapshot"] = str(snap)
+    after.inventory.write_text(yaml.safe_dump(inv, sort_keys=False))
+    run = after.run("-m", "reach or fabric", "--profiles-dir", str(profiles))
+    assert run.rc == 1, run.stdout[-3000:]
+    fabric = [v for v in verdicts(run) if v["check"].startswith("fabric.")]
+    bad = {(v["node"], v["check"], v["component"], v["status"], v["observed"], v["expected"])
+           for v in fabric if v["status"] != "pass"}  # fmt: skip
+    assert bad == {
+        ("gpu002", "fabric.cable.expected", "mlx5_3 (rail 3) -> leaf-r01-rail3 P2", "fail",
+         "leaf-r01-rail4 P2", "leaf-r01-rail3 P2"),
+        ("gpu002", "fabric.cable.expected", "mlx5_4 (rail 4) -> leaf-r01-rail4 P2", "fail",
+         "leaf-r01-rail3 P2", "leaf-r01-rail4 P2"),
+    }  # fmt: skip
+    (why,) = {v["message"] for v in verdicts(run) if v["node"] == "gpu002"
+              and v["component"] == "mlx5_3 (rail 3) -> leaf-r01-rail3 P2"}  # fmt: skip
+    assert why == (
+        "rails 3 and 4 swapped: mlx5_3 lands on leaf-r01-rail4 P2, mlx5_4's expected port"
+    )
+    (item,) = run.admission["infrastructure"]
+    assert (item["component"], item["observed"], item["expected"], item["nodes"]) == (
+        "leaf-r01-rail6 P5 -> spine02 P7", "no link partner", "spine02 P7 (snapshot)",
+        ["gpu001", "gpu002", "gpu003"],
+    )  # fmt: skip

@@ -36,6 +36,7 @@ class StageOptions:
     max_active: int = DEFAULT_MAX_ACTIVE
     log: Callable[[str], None] | None = None  # active stages show their plan as they go
     progress: ProgressSink | None = None  # stages, nodes and rounds as they go (framework.progress)
+    fabric_snapshot: str | None = None  # the inventory's golden fabric snapshot (fabric stage)
 
 
 @dataclass

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP
 from ClusterShell.NodeUtils import GroupResolver
 
+from nodegate.core import schemas
 from nodegate.core.errors import ConfigError
 from nodegate.core.names import MAX_NODES, check_expression
 from nodegate.inventory.ansible import load_ansible_ini, load_ansible_yaml
@@ -196,6 +199,27 @@ def load_nodegate(source: str, doc: Mapping[str, Any]) -> Inventory:
     inventory = build_inventory(source, "nodegate", settings, members)
     run = doc.get("settings") or {}  # schema-checked: known keys, whole numbers >= 1
     limit = run.get("max_active")
+    snap = run.get("fabric_snapshot")
+    if snap is not None:
+        snap = resolve_path(str(snap), base_dir)
+        check_snapshot(source, "settings.fabric_snapshot", snap)
     return dataclasses.replace(
-        inventory, settings=InventorySettings(None if limit is None else int(limit))
+        inventory,
+        settings=InventorySettings(None if limit is None else int(limit), snap),
     )
+
+
+def check_snapshot(source: str, key: str, path: str) -> None:
+    """The fabric snapshot an inventory names: readable JSON of schema `fabric_snapshot`."""
+    where = f"{source}: {key}"
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {path} is not JSON ({exc})") from None
+    errors = schemas.problems("fabric_snapshot", doc)
+    if errors:
+        e = errors[0]
+        msg = f"{where}: {path} is not a fabric snapshot: {schemas.where(e)}: {e.message}"
+        raise ConfigError(msg)

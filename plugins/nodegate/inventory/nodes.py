@@ -126,6 +126,9 @@ class InventorySettings:
     """Run settings an inventory asks for (its `settings:`); the command line overrides each."""
 
     max_active: int | None = None  # active stages' channel limit (--max-active)
+    # The fabric's golden snapshot (`nodegate fabric snapshot`) later runs diff against;
+    # absolute, checked readable and well-formed at load.
+    fabric_snapshot: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

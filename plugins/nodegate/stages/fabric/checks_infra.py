@@ -28,7 +28,7 @@ from nodegate.stages.fabric.commands import FIRMWARE, SAQUERY
 from nodegate.stages.fabric.facts import FabricFacts, Observation
 from nodegate.stages.fabric.profile import FabricProfile, Subnet
 from nodegate.stages.fabric.topology import Switch, Topology, Uplink
-from nodegate.stages.fabric.view import Reading, rails_on, reading
+from nodegate.stages.fabric.view import Reading, plan_of, rails_on, reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +178,7 @@ def uplinks(c: AnyCheck, facts: Facts, profiles: Profiles) -> list[Verdict]:
         prof = profiles[nodes[0]] if nodes else None
         if prof is None:
             continue
-        found = _leaf_findings(topo, prof, got)
+        found = _leaf_findings(topo, prof, got, plan_of(facts).uplinks.get(name))
         for n in nodes:
             f = facts[n]
             leaves: dict[str, Switch] = {}
@@ -218,8 +218,15 @@ def uplinks(c: AnyCheck, facts: Facts, profiles: Profiles) -> list[Verdict]:
     return out
 
 
-def _leaf_findings(topo: Topology, prof: FabricProfile, got: Reading) -> dict[str, list[Finding]]:
-    """Leaf guid -> its faults (missing uplinks, links below width/speed, errors, XmitWait)."""
+def _leaf_findings(
+    topo: Topology,
+    prof: FabricProfile,
+    got: Reading,
+    golden: Mapping[str, Mapping[int, str]] | None = None,
+) -> dict[str, list[Finding]]:
+    """Leaf guid -> its faults (missing or moved uplinks, links below width/speed, errors,
+    XmitWait). With a golden snapshot every uplink it lists must be where it was; without,
+    a leaf must have as many as the profile says (or most leaves have)."""
     leaves = topo.leaves()
     ports = {leaf.guid: {u.local.port for u in topo.uplinks(leaf)} for leaf in leaves}
     usual = Counter(p for ps in ports.values() for p in ps)
@@ -233,6 +240,13 @@ def _leaf_findings(topo: Topology, prof: FabricProfile, got: Reading) -> dict[st
     for leaf in leaves:
         found: list[Finding] = []
         have = ports[leaf.guid]
+        if golden is not None:
+            found += _moved(topo, leaf, golden.get(leaf.name, {}))
+            for u in topo.uplinks(leaf):
+                found += _uplink_findings(u, prof, got, names)
+            if found:
+                out[leaf.guid] = found
+            continue
         count_ok = rule.count.holds(len(have)) if rule.count is not None else len(have) >= typical
         want = rule.count.expected() if rule.count is not None else f"{typical} (as most leaves)"
         if not count_ok:
@@ -422,4 +436,20 @@ def _firmware_findings(
                     ),
                 )
             )
+    return out
+
+
+def _moved(topo: Topology, leaf: Switch, golden: Mapping[int, str]) -> list[Finding]:
+    """The snapshot's uplinks of `leaf` that are not where they were: gone dark, or moved."""
+    out: list[Finding] = []
+    for port, far in sorted(golden.items()):
+        now = topo.switch_links.get((leaf.guid, port))
+        if now is not None and now.label == far:
+            continue
+        seen = "no link partner" if now is None else now.label
+        cable = f"{leaf.name} P{port} -> {far}"
+        what = "has no link partner" if now is None else f"now goes to {now.label}"
+        out.append(Finding(cable, seen, f"{far} (snapshot)",
+                           f"uplink {cable} {what}",
+                           f"restore the cable {cable} as in the snapshot"))  # fmt: skip
     return out

@@ -70,6 +70,9 @@ class FabricPlan:
     observers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # subnet -> nodes
     expected: Mapping[str, Mapping[int, Expected]] = field(default_factory=dict)  # node -> rail
     no_observer: Mapping[str, str] = field(default_factory=dict)  # subnet -> why
+    # The golden snapshot's leaf uplinks: subnet -> leaf -> its port -> far end (`spine01 P3`)
+    uplinks: Mapping[str, Mapping[str, Mapping[int, str]]] = field(default_factory=dict)
+    snapshot: str | None = None  # its file
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ RoCE) runs nothing: its nodes pass every check as not applicable.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 from nodegate.core.values import CommandSpec, NodeOutcome
 from nodegate.framework.stage import PassiveStage, StageContext
@@ -42,6 +44,7 @@ from nodegate.stages.fabric.commands import (
 )
 from nodegate.stages.fabric.facts import Expected, FabricFacts, FabricPlan, build_facts
 from nodegate.stages.fabric.profile import FabricProfile, Subnet, fabric_profile
+from nodegate.stages.fabric.snapshot import load_snapshot
 
 
 class FabricStage(PassiveStage[FabricFacts, FabricProfile]):
@@ -85,9 +88,18 @@ class FabricStage(PassiveStage[FabricFacts, FabricProfile]):
     def plan(self, ctx: StageContext) -> dict[str, list[CommandSpec]]:
         profs = {n.name: fabric_profile(ctx.profiles[n.name]) for n in ctx.nodes}
         observers, why = choose_observers(ctx, profs)
-        expected = {n.name: MappingProxyType(expected_cabling(n, profs[n.name])) for n in ctx.nodes}
+        path = ctx.options.fabric_snapshot
+        snap = None if path is None else load_snapshot(path)
+        expected = {
+            n.name: MappingProxyType(expected_cabling(n, profs[n.name], snap, path))
+            for n in ctx.nodes
+        }
         self._plan = FabricPlan(
-            MappingProxyType(observers), MappingProxyType(expected), MappingProxyType(why)
+            MappingProxyType(observers),
+            MappingProxyType(expected),
+            MappingProxyType(why),
+            uplinks=snapshot_uplinks(snap),
+            snapshot=path,
         )
         out = {}
         for n in ctx.nodes:
@@ -135,24 +147,55 @@ def choose_observers(
     return observers, why
 
 
-def expected_cabling(node: Node, prof: FabricProfile) -> dict[int, Expected]:
+def expected_cabling(
+    node: Node, prof: FabricProfile, snap: Mapping[str, Any] | None = None, path: str | None = None
+) -> dict[int, Expected]:
     """Where each rail of the node should land: the inventory's `data_plane.rails.N` switch
-    and port, else the profile's naming rule (switch only)."""
+    and port, else the golden snapshot's, else the profile's naming rule (switch only)."""
     out: dict[int, Expected] = {}
     for r in prof.rails:
         cable = node.data_plane.cables.get(r.rail)
-        named = None if prof.naming is None else prof.naming.switch_for(node.labels, r.rail)
-        switch = cable.switch if cable is not None and cable.switch else named
-        port = None if cable is None else cable.port
-        if switch is None:
+        if cable is not None and cable.switch:
+            out[r.rail] = Expected(cable.switch, cable.port, f"inventory data_plane.rails.{r.rail}")
             continue
-        src = (
-            "profile fabric.cabling.naming"
-            if cable is None or not cable.switch
-            else (f"inventory data_plane.rails.{r.rail}")
-        )
-        out[r.rail] = Expected(switch, port, src)
+        taken = _from_snapshot(snap, prof, node.name, r.device)
+        if taken is not None:
+            out[r.rail] = Expected(taken[0], taken[1], f"snapshot {path}")
+            continue
+        named = None if prof.naming is None else prof.naming.switch_for(node.labels, r.rail)
+        if named is not None:
+            port = None if cable is None else cable.port
+            out[r.rail] = Expected(named, port, "profile fabric.cabling.naming")
     return out
+
+
+def _from_snapshot(
+    snap: Mapping[str, Any] | None, prof: FabricProfile, node: str, device: str
+) -> tuple[str, int] | None:
+    if snap is None:
+        return None
+    for s in prof.subnets:
+        got = snap["subnets"].get(s.name, {}).get("nodes", {}).get(node, {}).get(device)
+        if got is not None:
+            return str(got["switch"]), int(got["port"])
+    return None
+
+
+def snapshot_uplinks(
+    snap: Mapping[str, Any] | None,
+) -> Mapping[str, Mapping[str, Mapping[int, str]]]:
+    """subnet -> leaf -> port -> far end, from the golden snapshot (empty without one)."""
+    if snap is None:
+        return MappingProxyType({})
+    return MappingProxyType(
+        {
+            subnet: {
+                leaf: {int(p): far for p, far in ports.items()}
+                for leaf, ports in doc["uplinks"].items()
+            }
+            for subnet, doc in snap["subnets"].items()
+        }
+    )
 
 
 STAGE = FabricStage()
