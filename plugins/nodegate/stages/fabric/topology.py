@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from nodegate.parsers.ibnetdiscover import PortLine, PortsReport
 
@@ -97,19 +98,30 @@ class Topology:
             far_ends={g: tuple(sorted(v, key=lambda e: e[0])) for g, v in far.items()},
         )
 
-    def leaves(self) -> tuple[Switch, ...]:
-        """Switches with at least one CA partner, by name."""
+    @cached_property
+    def _leaves(self) -> tuple[Switch, ...]:
         guids = {p.switch.guid for p in self.ca_ports.values()}
         return tuple(sorted((self.switches[g] for g in guids), key=lambda s: (s.name, s.guid)))
+
+    def leaves(self) -> tuple[Switch, ...]:
+        """Switches with at least one CA partner, by name (worked out once)."""
+        return self._leaves
+
+    @cached_property
+    def _uplinks(self) -> dict[str, tuple[Uplink, ...]]:
+        return {
+            guid: tuple(
+                Uplink(self.port_of(self.switches[guid], port, far), far)
+                for port, far in ends
+                if far is not None
+            )
+            for guid, ends in self.far_ends.items()
+        }
 
     def uplinks(self, leaf: Switch) -> tuple[Uplink, ...]:
         """The leaf's ports linked to other switches, by port (a port without a partner is in
         `unlinked`: which of those should be an uplink, the uplink check infers)."""
-        return tuple(
-            Uplink(self.port_of(leaf, port, far), far)
-            for port, far in self.far_ends.get(leaf.guid, ())
-            if far is not None
-        )
+        return self._uplinks.get(leaf.guid, ())
 
     def port_of(self, sw: Switch, port: int, far: SwitchPort) -> SwitchPort:
         """The near end of a switch-to-switch link (same width and speed as the far end's)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TypeVar
 
 from nodegate.stages.fabric.commands import DISCOVER
@@ -27,7 +28,7 @@ class Reading:
     observation: Observation | None
     why: str
 
-    @property
+    @cached_property
     def evidence(self) -> tuple[str, ...]:
         o = self.observation
         return () if o is None else tuple(e for refs in o.evidence.values() for e in refs)
