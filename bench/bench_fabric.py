@@ -7,9 +7,9 @@ a simulated fleet (run on demand).
 Part 1, in memory: the simulated fabric of `--nodes` nodes (sim/fabric.py: a leaf per 160
 nodes and rail, one uplink to each of `--spines` spines; 255-port switches) printed by the
 simulator's `ibnetdiscover -p` and its `perfquery -x -l` per switch; then, timed with the
-process's CPU clock, what the controller does with the observer's outputs: parse the ports report, build
-the topology, tie every node's 8 rails to it by GUID and judge the node checks against the
-expected cabling (the inventory's), the uplinks and the switch counters. The counter reads are
+process's CPU clock, what the controller does with the observer's outputs: parse the ports
+report, build the topology, tie every node's 8 rails to it by GUID and judge the node checks
+against the expected cabling (the inventory's), the uplinks and the switch counters. The counter reads are
 one command per subnet and read (a loop of one `perfquery -x -l` per switch): their count is
 printed next to the node ports it covers.
 
