@@ -9,9 +9,9 @@ nodes and rail, one uplink to each of `--spines` spines; 255-port switches) prin
 simulator's `ibnetdiscover -p` and its `perfquery -x -l` per switch; then, timed with the
 process's CPU clock, what the controller does with the observer's outputs: parse the ports
 report, build the topology, tie every node's 8 rails to it by GUID and judge the node checks
-against the expected cabling (the inventory's), the uplinks and the switch counters. The counter reads are
-one command per subnet and read (a loop of one `perfquery -x -l` per switch): their count is
-printed next to the node ports it covers.
+against the expected cabling (the inventory's), the uplinks and the switch counters. The
+counter reads are one command per subnet and read (a loop of one `perfquery -x -l` per
+switch): their count is printed next to the node ports it covers.
 
 Part 2, on a fleet: `--fleet` simulated nodes over real SSH, the reach and fabric stages run
 by the engine; the fabric stage's wall time (its window of 1 s included).
