@@ -281,3 +281,33 @@ def test_firmware_loop_framing_is_checked() -> None:
         with pytest.raises(ParseError) as info:
             parse_firmware_loop(broken)
         assert info.value.reason == why
+
+
+def test_a_cable_moved_since_the_baseline_is_a_regression(tmp_path: Path) -> None:
+    """No expected cabling (both runs pass): A/B mode still sees gpu002's rails 3 and 4 land
+    on each other's ports and calls it a regression."""
+    from nodegate.compare.abtest import compare
+    from nodegate.compare.baseline import baseline_doc
+    from nodegate.core.results import RunResult
+
+    def doc(fab: Fabric, run_id: str) -> dict[str, Any]:
+        result = RunResult()
+        for v in run_fabric(fab, PROFILE, tmp_path, cabled=False):
+            result.add(v)
+        ids = sorted({v.check for vs in result.verdicts.values() for v in vs})
+        admission = {"run_id": run_id, "finished_at": "t", "inventory": "i", "transport": "ssh",
+                     "stages": ["fabric"], "checks": ids,
+                     "nodes": {n: {"profile": "p", "admitted": True} for n in NODES}}  # fmt: skip
+        return baseline_doc(admission, result)
+
+    before = doc(Fabric(), "before")
+    after = doc(Fabric(swapped={"gpu002": (3, 4)}), "after")
+    got = [(c.scope, c.check, c.component, c.before, c.after, c.message)
+           for c in compare(before, after, {}).regressions]  # fmt: skip
+    (cable,) = [c.id for c in STAGE.checks if c.placement]
+    assert got == [
+        ("gpu002", cable, "mlx5_3 (rail 3)", "leaf-r01-rail3 P2", "leaf-r01-rail4 P2",
+         "moved since the baseline: leaf-r01-rail3 P2 -> leaf-r01-rail4 P2"),
+        ("gpu002", cable, "mlx5_4 (rail 4)", "leaf-r01-rail4 P2", "leaf-r01-rail3 P2",
+         "moved since the baseline: leaf-r01-rail4 P2 -> leaf-r01-rail3 P2"),
+    ]  # fmt: skip

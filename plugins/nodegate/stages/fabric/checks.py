@@ -23,6 +23,7 @@ CHECKS: CheckTable[FabricFacts, FabricProfile] = CheckTable(
             "HCA port -> switch port",
             "test_fabric_cable_expected",
             "fleet",
+            placement=True,
         ),
         Check(
             "fabric.link",

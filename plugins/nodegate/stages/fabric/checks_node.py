@@ -151,7 +151,7 @@ def _cable(
             c,
             f.node,
             True,
-            f"{name} -> {port.label}",
+            name,
             port.label,
             "a switch port",
             f"linked to {port.label} (no expected cabling to compare)",
