@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 import time
@@ -194,6 +195,16 @@ def test_fabric_faults_blamed_exactly(sim_fleet: Any, tmp_path: Path) -> None:
     assert "REPAIR 3 infrastructure faults (their nodes are not rejected for them):" in run.stdout
     # healthy nodes behind a degraded leaf are not rejected, only marked
     assert run.passed() == ["gpu001", "gpu008", "gpu009", "gpu011", "gpu012"]
+    # report.html: the repair list, and the fabric drawn with the faulty cables and leaves
+    html = (run.run_dir / "report.html").read_text()
+    assert html.count('<tr class="repair">') == 3
+    assert html.count('class="bad-cable"') == 2  # the starved uplink, the one gone dark
+    bad_leaves = re.findall(r'<g class="leaf bad-part">.*?<text[^>]*>([^<]+)</text>', html)
+    # the leaves a failing rail lands on (expected side), or with a repair-list fault
+    assert sorted(bad_leaves) == [
+        "leaf-r01-rail1", "leaf-r01-rail2", "leaf-r01-rail3", "leaf-r01-rail4",
+        "leaf-r01-rail5", "leaf-r02-rail0", "leaf-r02-rail3", "leaf-r02-rail6", "leaf-r02-rail7",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

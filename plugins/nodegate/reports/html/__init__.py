@@ -26,6 +26,7 @@ import pytest
 from nodegate.core.results import REPORT_FILE, VERDICTS_FILE, RunResult
 from nodegate.core.safetext import printable
 from nodegate.reports.folding import node_state, nodeset
+from nodegate.reports.html.fabric import fabric_views
 from nodegate.reports.html.plots import plots
 from nodegate.reports.html.view import heatmap, index_verdicts, node_views, rejected_by
 from nodegate.stages.registry import checks_by_id
@@ -71,6 +72,8 @@ def render(
         groups=groups,
         plots=plots(verdicts_doc.get("verdicts", ())),
         nodes=node_views(doc),
+        fabrics=fabric_views(run_dir, doc, verdicts_doc),
+        repairs=doc.get("infrastructure") or [],
     )
 
 
