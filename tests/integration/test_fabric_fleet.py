@@ -331,3 +331,16 @@ def test_golden_snapshot_finds_a_moved_cable(sim_fleet: Any, tmp_path: Path) -> 
         "leaf-r01-rail6 P5 -> spine02 P7", "no link partner", "spine02 P7 (snapshot)",
         ["gpu001", "gpu002", "gpu003"],
     )  # fmt: skip
+
+
+def test_ib_pairs_names_a_suspect_path_by_the_discovered_leaves(sim_fleet: Any) -> None:
+    """After the fabric stage, ib_pairs pairs by the discovered leaves and names a path that
+    fails while both ends clear by each rail's own switches (not the `leaf` labels)."""
+    model = base_model(8, racks={"nodes_per_rack": 2})
+    model["faults"] = {"gpu[001-002]": [{"bad_link": "leaf03"}]}
+    run = sim_fleet(model).run("-m", "reach or fabric or ib_pairs")
+    assert run.rc == 6, run.stdout[-3000:]  # nobody rejected (a -m run: not qualified)
+    loc = json.loads((run.run_dir / "ib_pairs" / "localization-generic-hgx-h100.json").read_text())
+    assert sorted((tuple(p["leaves"]), p["rail"]) for p in loc["suspect_paths"]) == [
+        ((f"leaf-r01-rail{r}", f"leaf-r03-rail{r}"), r) for r in range(8)
+    ]
