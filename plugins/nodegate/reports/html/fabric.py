@@ -90,9 +90,8 @@ def fabric_views(
     """Each discovered subnet's drawing; none when the fabric stage did not run here."""
     if run_dir is None:
         return []
-    verdicts = [
-        v for v in vdoc.get("verdicts", ()) if str(v.get("check", "")).startswith("fabric.")
-    ]
+    ids = {c.id for c in FABRIC.checks}
+    verdicts = [v for v in vdoc.get("verdicts", ()) if v.get("check") in ids]
     if not verdicts:
         return []
     topos = _discovery(run_dir, verdicts)
