@@ -2,7 +2,8 @@
 
 Derived from the fleet model, deterministically (same model, same fabric, byte for byte):
 
-- Rail-optimized, two levels, one subnet. A leaf per rail and rack (`leaf-r01-rail3`), or per
+- Rail-optimized, two levels, one subnet (leaf uplink u of leaf l goes to spine
+  (l * uplinks_per_leaf + u) mod spines, on that spine's next port). A leaf per rail and rack (`leaf-r01-rail3`), or per
   rail and group of `nodes_per_leaf` consecutive nodes when the model's `fabric:` says so
   (`leaf-su01-rail3`, a scalable unit). Node j of a leaf's rack or group lands on leaf port
   j + 1; the leaf's uplinks follow (ports nodes_per_leaf + 1 ..), spread round-robin over the
@@ -207,10 +208,10 @@ class _Spec:
     faults: tuple[Fault, ...]
 
 
-def _int(raw: Mapping[str, Any], key: str, default: int, where: str) -> int:
+def _int(raw: Mapping[str, Any], key: str, default: int, where: str, top: int = 10**6) -> int:
     v = raw.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"{where}.{key}: got {v!r}, expected a whole number >= 1")
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top:
+        raise ConfigError(f"{where}.{key}: got {v!r}, expected a whole number 1-{top}")
     return v
 
 
@@ -226,14 +227,15 @@ def _spec(model: FleetModel) -> _Spec:
     if set(raw) - allowed:
         raise ConfigError(f"{where}: unknown keys {sorted(set(raw) - allowed)}")
     spines = _int(raw, "spines", 2, where)
-    switch_ports = _int(raw, "switch_ports", 64, where)
+    # An IB port number is 8 bits, 255 reserved: a switch (one ASIC) has at most 254 ports.
+    switch_ports = _int(raw, "switch_ports", 64, where, 254)
     npl = raw.get("nodes_per_leaf")
     return _Spec(
         nodes_per_leaf=None if npl is None else _int(raw, "nodes_per_leaf", 1, where),
         spines=spines,
         uplinks=_int(raw, "uplinks_per_leaf", spines, where),
         switch_ports=switch_ports,
-        spine_ports=_int(raw, "spine_ports", switch_ports, where),
+        spine_ports=_int(raw, "spine_ports", switch_ports, where, 254),
         firmware=str(raw.get("firmware", SWITCH_FW)),
         faults=parse_faults(raw.get("faults"), f"{where}.faults", SWITCH_FAULTS),
     )
@@ -283,14 +285,17 @@ def build_fabric(model: FleetModel) -> Fabric:
     if spec.nodes_per_leaf is not None:
         per_leaf = spec.nodes_per_leaf
     where = f"{model.source}: fabric"
-    if spec.uplinks % spec.spines:
-        raise ConfigError(f"{where}: uplinks_per_leaf {spec.uplinks} is not a multiple of spines")
     if per_leaf + spec.uplinks > spec.switch_ports:
         raise ConfigError(
             f"{where}: {per_leaf} node ports + {spec.uplinks} uplinks exceed {spec.switch_ports}"
         )
     n_leaves = len(groups) * RAILS
-    per_spine = n_leaves * spec.uplinks // spec.spines
+    if spec.uplinks % spec.spines and spec.spines % spec.uplinks:
+        raise ConfigError(
+            f"{where}: uplinks_per_leaf {spec.uplinks} and {spec.spines} spines: "
+            "one must divide the other"
+        )
+    per_spine = -(-n_leaves * spec.uplinks // spec.spines)
     if per_spine > spec.spine_ports:
         raise ConfigError(f"{where}: each spine needs {per_spine} ports > {spec.spine_ports}")
 
@@ -367,12 +372,13 @@ def build_fabric(model: FleetModel) -> Fabric:
     uplink_faults = _uplink_faults(spec, by_name, per_leaf, where)
     spines = [s for s in switches if s.role == "spine"]
     leaves = [s for s in switches if s.role == "leaf"]
-    per_pair = spec.uplinks // spec.spines
+    used = [0] * spec.spines  # ports taken on each spine, in leaf and uplink order
     for li, leaf in enumerate(leaves):
         for u in range(spec.uplinks):
-            spine = spines[u % spec.spines]
-            lp = per_leaf + u + 1
-            sp = li * per_pair + u // spec.spines + 1
+            k = (li * spec.uplinks + u) % spec.spines
+            spine = spines[k]
+            used[k] += 1
+            lp, sp = per_leaf + u + 1, used[k]
             if ("uplink_down", leaf.lid, lp) in uplink_faults:
                 continue
             ports[(leaf.lid, lp)] = Link(End("SW", spine.lid, sp, spine.guid, spine.name))
