@@ -360,3 +360,9 @@ def test_no_subnet_manager_on_a_built_node(tmp_path: Path) -> None:
     assert sm.stderr.endswith("mad_rpc: _do_madrpc failed; dport (Lid 1)\n")
     assert (sa.rc, sa.stdout) == (255, "")
     assert "sa_query: umad_recv failed: attr 0x18: Connection timed out" in sa.stderr
+
+
+def test_roce_rails_are_not_on_the_infiniband_fabric(tmp_path: Path) -> None:
+    fab = fabric(tmp_path, hardware={"hca": {"link_layer": "Ethernet"}})
+    assert fab.cas == ()
+    assert all(link.remote is not None and link.remote.kind == "SW" for link in fab.ports.values())

@@ -2,13 +2,13 @@
 
 Derived from the fleet model, deterministically (same model, same fabric, byte for byte):
 
-- Rail-optimized, two levels, one subnet (leaf uplink u of leaf l goes to spine
-  (l * uplinks_per_leaf + u) mod spines, on that spine's next port). A leaf per rail and rack (`leaf-r01-rail3`), or per
+- Rail-optimized, two levels, one subnet. A leaf per rail and rack (`leaf-r01-rail3`), or per
   rail and group of `nodes_per_leaf` consecutive nodes when the model's `fabric:` says so
   (`leaf-su01-rail3`, a scalable unit). Node j of a leaf's rack or group lands on leaf port
   j + 1; the leaf's uplinks follow (ports nodes_per_leaf + 1 ..), spread round-robin over the
   spines (`spine01` ..); the remaining ports, up to `switch_ports` (64, a Quantum-2 QM9700),
-  are unplugged.
+  are unplugged. Uplink u of leaf l goes to spine (l * uplinks_per_leaf + u) mod spines, on
+  that spine's next port.
 - Every node's rail i is its HCA mlx5_i, port 1; its port GUID is the HCA's node GUID as the
   node's sysfs shows it (sim/tools/hca.py: ConnectX ports carry their function's node GUID).
 - LIDs: spines 1.., leaves next, then every rail port in node and rail order (stable under
@@ -350,6 +350,8 @@ def build_fabric(model: FleetModel) -> Fabric:
                 desc = f"{n.name} mlx5_{rail}"
                 sw, sp = target[rail]
                 unplugged = any(k == "fabric_rail_unplugged" and a == rail for k, a, _ in faults)
+                if dev is not None and dev.link_layer != "InfiniBand":
+                    continue  # a RoCE rail: on an Ethernet fabric, not this one
                 up = dev is not None and dev.state == "4: ACTIVE" and not unplugged
                 if dev is None or not up:
                     cas.append(CaPort(n.name, f"mlx5_{rail}", rail, guid, lid, Link(None)))
