@@ -20,64 +20,35 @@ Derived from the fleet model, deterministically (same model, same fabric, byte f
 
 The model's `fabric:` key (all optional): nodes_per_leaf, spines (2), uplinks_per_leaf (=
 spines), switch_ports (64), spine_ports (= switch_ports), firmware ("31.2012.1068"), faults
-(switch-level, `name:arg` as node faults are written: SWITCH_FAULTS). Node faults: FAULTS.
+(switch-level, `name:arg` as node faults are written). Both fault tables and the keys are
+read in sim/fabric_spec.py (SWITCH_FAULTS, FAULTS).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from nodegate.core.errors import ConfigError
-from nodegate.sim.fleet_model import Fault, FleetModel, SimNode, parse_faults
+from nodegate.sim.fabric_spec import (
+    DATA_WORDS_PER_S,
+    FAULTS,
+    MASTER_PRIORITY,
+    OLD_SWITCH_FW,
+    PKTS_PER_S,
+    STANDBY_PRIORITY,
+    SWITCH_FAULTS,
+    SWITCH_PSID,
+    SYMBOL_ERRORS_PER_S,
+    XMIT_WAIT_PER_S,
+    XMIT_WAIT_STARVED_PER_S,
+    groups,
+    node_faults,
+    spec_of,
+    uplink_faults,
+)
+from nodegate.sim.fleet_model import FleetModel, SimNode
 from nodegate.sim.tools.hca import RAILS, node_hcas
-
-SWITCH_FW = "31.2012.1068"
-OLD_SWITCH_FW = "31.2010.4100"
-SWITCH_PSID = "MT_0000000693"
-# Rates per second on a port carrying traffic; XmitWait ticks on a healthy and a starved port.
-DATA_WORDS_PER_S = 250_000_000  # PortXmitData/PortRcvData count 4-octet words (1 GB/s)
-PKTS_PER_S = 240_000
-XMIT_WAIT_PER_S = 120
-XMIT_WAIT_STARVED_PER_S = 45_000_000
-SYMBOL_ERRORS_PER_S = 30
-MASTER_PRIORITY, STANDBY_PRIORITY = 14, 12
-
-FAULTS = {
-    "fabric_rails_swapped": (
-        "rails A and B of the node (ARG 'A,B', default '2,3') have swapped cables: each HCA "
-        "lands on the other rail's leaf and port"
-    ),
-    "fabric_rail_wrong_leaf": (
-        "rail ARG (default 4) is cabled to the next rail's leaf of its rack (a spare port "
-        "there); its own leaf port has no partner"
-    ),
-    "fabric_rail_unplugged": (
-        "rail ARG (default 4) has no cable: the leaf port has no partner and the host port "
-        "is DOWN / Polling"
-    ),
-    "fabric_switch_port_2x": "the leaf port facing rail ARG (default 4) is active at 2X width",
-    "fabric_switch_port_hdr": "the leaf port facing rail ARG (default 4) is active at HDR",
-    "fabric_symbol_errors": (
-        f"SymbolErrorCounter of the leaf port facing rail ARG (default 4) climbs "
-        f"({SYMBOL_ERRORS_PER_S}/s)"
-    ),
-    "fabric_pkey_missing": (
-        "port 1 of rail ARG's HCA (default 4) lacks the compute partition 0x8001 (pkey "
-        "index 1 reads 0x0000)"
-    ),
-}
-SWITCH_FAULTS = {
-    "uplink_xmit_wait": (
-        f"PortXmitWait of uplink ARG ('LEAF' or 'LEAF:PORT'; default the leaf's first uplink) "
-        f"climbs at {XMIT_WAIT_STARVED_PER_S}/s (credit starvation)"
-    ),
-    "uplink_down": "uplink ARG ('LEAF' or 'LEAF:PORT') has no link: both ends have no partner",
-    "sm_none": "no subnet manager runs: sminfo and saquery SMIR fail (the SMs' LID stays set)",
-    "sm_two_masters": "the standby SM on spine02 also reports MASTER (two masters)",
-    "switch_old_firmware": f"switch ARG runs firmware {OLD_SWITCH_FW} (the rest {SWITCH_FW})",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,91 +168,15 @@ class Fabric:
         return PortRates(base, rate)
 
 
-@dataclass(frozen=True, slots=True)
-class _Spec:
-    nodes_per_leaf: int | None
-    spines: int
-    uplinks: int
-    switch_ports: int
-    spine_ports: int
-    firmware: str
-    faults: tuple[Fault, ...]
-
-
-def _int(raw: Mapping[str, Any], key: str, default: int, where: str, top: int = 10**6) -> int:
-    v = raw.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top:
-        raise ConfigError(f"{where}.{key}: got {v!r}, expected a whole number 1-{top}")
-    return v
-
-
-def _spec(model: FleetModel) -> _Spec:
-    raw = model.fabric
-    where = f"{model.source}: fabric"
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: a mapping, got {raw!r}")
-    allowed = {
-        *("nodes_per_leaf", "spines", "uplinks_per_leaf", "switch_ports", "spine_ports"),
-        *("firmware", "faults"),
-    }
-    if set(raw) - allowed:
-        raise ConfigError(f"{where}: unknown keys {sorted(set(raw) - allowed)}")
-    spines = _int(raw, "spines", 2, where)
-    # An IB port number is 8 bits, 255 reserved: a switch (one ASIC) has at most 254 ports.
-    switch_ports = _int(raw, "switch_ports", 64, where, 254)
-    npl = raw.get("nodes_per_leaf")
-    return _Spec(
-        nodes_per_leaf=None if npl is None else _int(raw, "nodes_per_leaf", 1, where),
-        spines=spines,
-        uplinks=_int(raw, "uplinks_per_leaf", spines, where),
-        switch_ports=switch_ports,
-        spine_ports=_int(raw, "spine_ports", switch_ports, where, 254),
-        firmware=str(raw.get("firmware", SWITCH_FW)),
-        faults=parse_faults(raw.get("faults"), f"{where}.faults", SWITCH_FAULTS),
-    )
-
-
-def _groups(model: FleetModel, spec: _Spec) -> list[tuple[str, list[SimNode]]]:
-    """(leaf name stem, nodes in port order) per rack, or per group of nodes_per_leaf."""
-    out: dict[str, list[SimNode]] = {}
-    for n in model.nodes:
-        if spec.nodes_per_leaf is None:
-            key = n.labels["rack"]
-        else:
-            key = f"su{n.index // spec.nodes_per_leaf + 1:02d}"
-        out.setdefault(key, []).append(n)
-    return list(out.items())
-
-
-def _rail_arg(f: Fault, default: int, where: str) -> int:
-    arg = f.arg if f.arg is not None else str(default)
-    if not arg.isdigit() or int(arg) >= RAILS:
-        raise ConfigError(f"{where}: fault {f.kind}: rail {arg!r} is not 0-{RAILS - 1}")
-    return int(arg)
-
-
-def _node_faults(n: SimNode) -> Iterator[tuple[str, int, int]]:
-    """(kind, rail, other rail) of the node's fabric faults."""
-    where = f"node {n.name}"
-    for f in n.faults:
-        if f.kind == "fabric_rails_swapped":
-            a, _, b = (f.arg or "2,3").partition(",")
-            if not (a.isdigit() and b.isdigit()) or int(a) == int(b) or max(int(a), int(b)) >= 8:
-                raise ConfigError(f"{where}: fault {f.kind}: {f.arg!r} is not 'A,B' (two rails)")
-            yield f.kind, int(a), int(b)
-        elif f.kind in FAULTS:
-            yield f.kind, _rail_arg(f, 4, where), -1
-
-
 def _guid(index: int) -> str:
     return f"0xb83fd20300{0x6A0000 + index:06x}"
 
 
 def build_fabric(model: FleetModel) -> Fabric:
     """The fleet's fabric after its faults; ConfigError on a fabric the switches cannot hold."""
-    spec = _spec(model)
-    groups = _groups(model, spec)
-    per_leaf = max(len(nodes) for _, nodes in groups)
+    spec = spec_of(model)
+    leaf_groups = groups(model, spec)
+    per_leaf = max(len(nodes) for _, nodes in leaf_groups)
     if spec.nodes_per_leaf is not None:
         per_leaf = spec.nodes_per_leaf
     where = f"{model.source}: fabric"
@@ -289,7 +184,7 @@ def build_fabric(model: FleetModel) -> Fabric:
         raise ConfigError(
             f"{where}: {per_leaf} node ports + {spec.uplinks} uplinks exceed {spec.switch_ports}"
         )
-    n_leaves = len(groups) * RAILS
+    n_leaves = len(leaf_groups) * RAILS
     if spec.uplinks % spec.spines and spec.spines % spec.uplinks:
         raise ConfigError(
             f"{where}: uplinks_per_leaf {spec.uplinks} and {spec.spines} spines: "
@@ -305,7 +200,7 @@ def build_fabric(model: FleetModel) -> Fabric:
         name = f"spine{s + 1:02d}"
         switches.append(Switch(name, "spine", _guid(s), s + 1, spec.spine_ports, spec.firmware))
     leaf_of: dict[tuple[str, int], Switch] = {}
-    for stem, _ in groups:
+    for stem, _ in leaf_groups:
         for rail in range(RAILS):
             i = len(switches)
             name = f"leaf-{stem}-rail{rail}"
@@ -328,9 +223,9 @@ def build_fabric(model: FleetModel) -> Fabric:
     expected: dict[str, dict[int, tuple[str, int]]] = {}
     symbol_ports: set[tuple[int, int]] = set()
     next_lid = len(switches) + 1
-    for stem, nodes in groups:
+    for stem, nodes in leaf_groups:
         for j, n in enumerate(nodes):
-            faults = list(_node_faults(n))
+            faults = list(node_faults(n))
             devs = {d.name: d for d in node_hcas(n)}
             target = {r: (leaf_of[(stem, r)], j + 1) for r in range(RAILS)}
             expected[n.name] = {r: (sw.name, p) for r, (sw, p) in target.items()}
@@ -371,7 +266,8 @@ def build_fabric(model: FleetModel) -> Fabric:
                 )
                 ports[(sw.lid, sp)] = Link(ca_end, sw_width, sw_speed)
 
-    uplink_faults = _uplink_faults(spec, by_name, per_leaf, where)
+    leaf_lids = {s.name: s.lid for s in switches if s.role == "leaf"}
+    down_or_starved = uplink_faults(spec, leaf_lids, per_leaf, where)
     spines = [s for s in switches if s.role == "spine"]
     leaves = [s for s in switches if s.role == "leaf"]
     used = [0] * spec.spines  # ports taken on each spine, in leaf and uplink order
@@ -381,11 +277,11 @@ def build_fabric(model: FleetModel) -> Fabric:
             spine = spines[k]
             used[k] += 1
             lp, sp = per_leaf + u + 1, used[k]
-            if ("uplink_down", leaf.lid, lp) in uplink_faults:
+            if ("uplink_down", leaf.lid, lp) in down_or_starved:
                 continue
             ports[(leaf.lid, lp)] = Link(End("SW", spine.lid, sp, spine.guid, spine.name))
             ports[(spine.lid, sp)] = Link(End("SW", leaf.lid, lp, leaf.guid, leaf.name))
-    starved = {(lid, p) for k, lid, p in uplink_faults if k == "uplink_xmit_wait"}
+    starved = {(lid, p) for k, lid, p in down_or_starved if k == "uplink_xmit_wait"}
 
     kinds = {f.kind for f in spec.faults}
     sms = [SmRecord(spines[0].lid, spines[0].guid, 52_731, MASTER_PRIORITY, 3)]
@@ -419,26 +315,10 @@ def _host_link(rate: str) -> tuple[str, str]:
     return inner[0].lower(), inner[1]
 
 
-def _uplink_faults(
-    spec: _Spec, by_name: Mapping[str, Switch], per_leaf: int, where: str
-) -> set[tuple[str, int, int]]:
-    out: set[tuple[str, int, int]] = set()
-    for f in spec.faults:
-        if f.kind not in ("uplink_xmit_wait", "uplink_down"):
-            continue
-        name, _, port = (f.arg or "").partition(":")
-        leaf = by_name.get(name)
-        if leaf is None or leaf.role != "leaf":
-            raise ConfigError(f"{where}: {f.kind}: {f.arg!r} names no leaf")
-        lp = int(port) if port.isdigit() else per_leaf + 1
-        if not per_leaf < lp <= per_leaf + spec.uplinks:
-            raise ConfigError(f"{where}: {f.kind}: port {lp} of {name} is not an uplink")
-        out.add((f.kind, leaf.lid, lp))
-    return out
-
-
 __all__ = [
     "FAULTS",
+    "OLD_SWITCH_FW",
+    "SWITCH_PSID",
     "SWITCH_FAULTS",
     "CaPort",
     "End",
