@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from nodegate.core.errors import ConfigError
-from nodegate.parsers.flint import parse_switch_firmware
+from nodegate.parsers.flint import parse_switch_firmware, parse_switch_firmware_loop
 from nodegate.parsers.ib_pkeys import PkeyEntry, parse_pkeys
 from nodegate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
 from nodegate.parsers.perfquery import parse_perfquery_extended
@@ -366,3 +366,25 @@ def test_roce_rails_are_not_on_the_infiniband_fabric(tmp_path: Path) -> None:
     fab = fabric(tmp_path, hardware={"hca": {"link_layer": "Ethernet"}})
     assert fab.cas == ()
     assert all(link.remote is not None and link.remote.kind == "SW" for link in fab.ports.values())
+
+
+def test_the_stage_loops_over_every_switch(tmp_path: Path) -> None:
+    """The fabric stage's loops (one command per read): every switch's counters and firmware."""
+    fleet = build(tmp_path, {**BASE, "fabric": {"faults": [{"switch_old_firmware": "spine02"}]}})
+    lids = (
+        "$(ibnetdiscover -p -C mlx5_0 -P 1 | awk '$1==\"SW\"&&$2~/^[0-9]+$/{print $2}' | sort -un)"
+    )
+    counters, firmware = run_script(
+        fleet,
+        "gpu003",
+        [
+            f'for l in {lids}; do perfquery -x -l -C mlx5_0 -P 1 "$l" || exit 1; done',
+            f'set -e; for l in {lids}; do echo "# lid $l"; flint -d "lid-$l,mlx5_0,1" q; done',
+        ],
+    )
+    ports = parse_perfquery_extended(counters.stdout)
+    assert counters.rc == 0 and len(ports) == 18 * 64
+    assert {p.lid for p in ports} == set(range(1, 19))
+    fws = parse_switch_firmware_loop(firmware.stdout)
+    assert [f.lid for f in fws] == list(range(1, 19))
+    assert [f.lid for f in fws if f.version == "31.2010.4100"] == [2]
