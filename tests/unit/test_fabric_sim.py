@@ -318,6 +318,7 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
             ["ibnetdiscover", "-p", "-C", "mlx5_4", "-P", "1"],
             ["sminfo", "-C", "mlx5_9", "-P", "1"],
             ["perfquery", "-x", "-l", "-C", "mlx5_0", "-P", "1", "99"],
+            ["saquery", "-C", "mlx5_4", "-P", "1", "SMIR"],
             "grep -H . /sys/class/infiniband/mlx5_0/ports/*/pkeys/*",
         ],
     )
@@ -340,7 +341,9 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
         255,
         "perfquery: iberror: failed: smp query nodeinfo failed\n",
     )
-    pkeys = parse_pkeys(outs[8].stdout)
+    assert (outs[8].rc, outs[8].stdout) == (255, "")
+    assert outs[8].stderr.endswith("main: Failed to bind to the SA: Success\n")
+    pkeys = parse_pkeys(outs[9].stdout)
     assert pkeys == (PkeyEntry("mlx5_0", 1, 0, 0x7FFF, True),)
     sw = fab.by_lid(3)
     assert sw is not None
@@ -358,8 +361,11 @@ def test_no_subnet_manager_on_a_built_node(tmp_path: Path) -> None:
     )
     assert (sm.rc, sm.stdout) == (255, "sminfo: iberror: failed: query\n")
     assert sm.stderr.endswith("mad_rpc: _do_madrpc failed; dport (Lid 1)\n")
-    assert (sa.rc, sa.stdout) == (255, "")
-    assert "sa_query: umad_recv failed: attr 0x18: Connection timed out" in sa.stderr
+    assert (sa.rc, sa.stdout) == (110, "")
+    assert sa.stderr.endswith(
+        "sa_query: umad_recv failed: attr 0x18: Connection timed out\n\n"
+        "Query SA failed: Connection timed out\n"
+    )
 
 
 def test_roce_rails_are_not_on_the_infiniband_fabric(tmp_path: Path) -> None:

@@ -210,22 +210,33 @@ ng_rest=${ng_rest# }
 ng_fab=${NG_NODE%/by-addr/*}/fabric"""
 
 
-def _port_check(tool: str, up: list[str], down: list[str]) -> str:
+def _port_check(tool: str, up: list[str], down: list[str], down_cmd: str = "") -> str:
     """Shell: the named port (default the first active rail) is an active rail of this node,
-    else the real tool's failure; `$1` is the message a down port gets."""
+    else the real tool's failure: on a down port its IBEXIT line with `$ng_down`, or
+    `down_cmd`."""
     first = up[0] if up else "mlx5_0:1"
     ca, _, port = first.partition(":")
     up_pat = "|".join(shlex.quote(p) for p in up) or "ng-none"
     down_pat = "|".join(shlex.quote(p) for p in down) or "ng-none"
     t = shlex.quote(tool)
+    ibexit = "printf '%s: iberror: failed: %s\\n' " + t + ' "$ng_down"'
     return f"""[ -n "$ng_ca" ] || ng_ca={ca}
 [ -n "$ng_port" ] || ng_port={port}
 case "$ng_ca:$ng_port" in
   {up_pat}) ;;
-  {down_pat}) printf '%s: iberror: failed: %s\\n' {t} "$ng_down"; return 255 ;;
+  {down_pat}) {down_cmd or ibexit}
+    return 255 ;;
   *) printf "%s: iberror: failed: Failed to open '%s' port '%s'\\n" {t} "$ng_ca" "$ng_port"
      return 255 ;;
 esac"""
+
+
+# ibdiag_sa.c sa_get_handle on a port without an SM LID (it prints "" for a named CA), then
+# saquery's IBPANIC (libibmad mad.h: `ibpanic: [pid] func: msg: %m`).
+_SA_UNBOUND = (
+    "printf 'ibwarn: [%s] sa_get_handle: No SM/SA found on port :%s\\n' $$ \"$ng_port\" >&2; "
+    "printf 'ibpanic: [%s] main: Failed to bind to the SA: Success\\n' $$ >&2"
+)
 
 
 def _ports(node: SimNode, fab: Fabric) -> tuple[list[str], list[str]]:
@@ -240,10 +251,10 @@ def _ports(node: SimNode, fab: Fabric) -> tuple[list[str], list[str]]:
 
 def _no_sm(tool: str, lid: int) -> str:
     """Shell: what a tool that asks the SM prints when no SM answers at its LID."""
-    if tool == "saquery":
+    if tool == "saquery":  # saquery.c get_any_records; main returns the errno (ETIMEDOUT)
         return (
             "printf 'ibwarn: [%s] sa_query: umad_recv failed: attr 0x18: Connection timed "
-            "out\\n\\n' $$ >&2; return 255"
+            "out\\n\\nQuery SA failed: Connection timed out\\n' $$ >&2; return 110"
         )
     return (
         f"printf 'ibwarn: [%s] mad_rpc: _do_madrpc failed; dport (Lid {lid})\\n' $$ >&2; "
@@ -281,7 +292,7 @@ def tools(node: SimNode, fab: Fabric) -> Iterable[SimTool]:
                     _PORT_ARGS,
                     f'[ "$ng_rest" = {shlex.quote(want)} ] || ng_x=1',
                     'if [ -z "$ng_x" ]; then ng_down=query',
-                    _port_check(tool, up, down),
+                    _port_check(tool, up, down, _SA_UNBOUND if tool == "saquery" else ""),
                     body,
                     "fi",
                 ]
