@@ -15,7 +15,8 @@ Every tool names the observer's port with `-C <ca> -P <port>` (or, for flint, in
 string): a port that is not an active rail of this node fails as the real tools fail (their
 IBEXIT line on stdout, rc 255). Outputs that are the same on every node (the ports report,
 the counters' tables, the switches' flint answers) are files under the fleet's `fabric/`,
-written once (`write_shared`); a node's tool reads them there (`$NG_NODE`, as sim/nodetools.py).
+written once (`write_shared`); a node's tool reads them through its node directory's link
+`fabric` (`$NG_NODE/fabric`, over SSH and under Slurm alike).
 """
 
 from __future__ import annotations
@@ -207,7 +208,7 @@ for ng_a do
 done
 [ -z "$ng_next" ] || ng_x=1
 ng_rest=${ng_rest# }
-ng_fab=${NG_NODE%/by-addr/*}/fabric"""
+ng_fab=$NG_NODE/fabric"""
 
 
 def _port_check(tool: str, up: list[str], down: list[str], down_cmd: str = "") -> str:
@@ -327,7 +328,7 @@ def tools(node: SimNode, fab: Fabric) -> Iterable[SimTool]:
 
 def _flint_prelude(up: list[str], down: list[str]) -> str:
     ok = "|".join(shlex.quote(p.replace(":", ",")) for p in up) or "ng-none"
-    return f"""ng_fab=${{NG_NODE%/by-addr/*}}/fabric
+    return f"""ng_fab=$NG_NODE/fabric
 case "$#:$1:$3" in
   3:-d:q|3:-d:query) ;;
   *) printf '%s\\n' '-E- Unknown command or bad arguments. Run flint -h for usage.'; return 1 ;;
