@@ -16,7 +16,7 @@ from nodegate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
 from nodegate.parsers.perfquery import parse_perfquery_extended
 from nodegate.parsers.saquery import parse_saquery_smir
 from nodegate.parsers.sminfo import SmInfo, parse_sminfo
-from nodegate.sim.fabric import Fabric, build_fabric
+from nodegate.sim.fabric import BASE_FACTORS, LINK_RATES, Fabric, build_fabric
 from nodegate.sim.fleet_model import FleetModel, load_model
 from nodegate.sim.tools import known_faults
 from nodegate.sim.tools.fabric import (
@@ -302,8 +302,13 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
     shared fabric files; perfquery's counters at least those of the build time."""
     doc = {
         **BASE,
-        "faults": {"gpu001": ["fabric_rail_unplugged", {"fabric_pkey_missing": "0"}]},
-        "fabric": {"faults": [{"switch_old_firmware": "spine02"}]},
+        "faults": {
+            "gpu001": ["fabric_rail_unplugged", {"fabric_pkey_missing": "0"}],
+            "gpu002": [{"fabric_symbol_errors": "0"}],
+        },
+        "fabric": {
+            "faults": [{"switch_old_firmware": "spine02"}, {"uplink_xmit_wait": "leaf-r01-rail0"}]
+        },
     }
     fleet = build(tmp_path, doc)
     outs = run_script(
@@ -329,6 +334,7 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
     ports = parse_perfquery_extended(outs[3].stdout)
     assert [p.port for p in ports] == list(range(1, 65)) and outs[3].rc == 0
     assert parse_switch_firmware(outs[4].stdout, 2).version == "31.2010.4100"
+    assert outs[4].stdout == flint_query(fab.switch("spine02"))
     assert (outs[5].rc, outs[5].stdout) == (
         255,
         "ibnetdiscover: iberror: failed: discover failed\n",
@@ -345,13 +351,16 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
     assert outs[8].stderr.endswith("main: Failed to bind to the SA: Success\n")
     pkeys = parse_pkeys(outs[9].stdout)
     assert pkeys == (PkeyEntry("mlx5_0", 1, 0, 0x7FFF, True),)
+    # the node's awk prints what perfquery_text does at the seconds since the build (read back
+    # from a linked port's PortXmitData), symbol errors and the starved uplink included
     sw = fab.by_lid(3)
     assert sw is not None
-    # the build time is t = 0: the node's reading lies between two renderings around it
-    lo = {(p.port): dict(p.counters) for p in parse_perfquery_extended(perfquery_text(fab, sw, 0))}
-    for p in ports:
-        assert p.counters["PortXmitData"] >= lo[p.port]["PortXmitData"]
-        assert p.counters["SymbolErrorCounter"] == lo[p.port]["SymbolErrorCounter"] == 0
+    start = (3 * 1000 + 1) * BASE_FACTORS["PortXmitData"]
+    t, rest = divmod(ports[0].counters["PortXmitData"] - start, LINK_RATES["PortXmitData"])
+    assert rest == 0 and t >= 0
+    assert outs[3].stdout == perfquery_text(fab, sw, t)
+    rates = {p.port: p.counters for p in ports}
+    assert rates[2]["SymbolErrorCounter"] == 30 * t and rates[1]["SymbolErrorCounter"] == 0
 
 
 def test_no_subnet_manager_on_a_built_node(tmp_path: Path) -> None:

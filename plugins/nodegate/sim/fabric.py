@@ -18,8 +18,9 @@ Derived from the fleet model, deterministically (same model, same fabric, byte f
 - Counters: every switch port counts from a base at rates (per second); a read at t seconds
   after the fleet was built sees base + rate * t (sim/tools/fabric.py renders them).
 
-The model's `fabric:` key (all optional): nodes_per_leaf, spines (2), uplinks_per_leaf (=
-spines), switch_ports (64), spine_ports (= switch_ports), firmware ("31.2012.1068"), faults
+The model's `fabric:` key (all optional): nodes_per_leaf, spines, uplinks_per_leaf (=
+spines; without `spines`: 2 uplinks and as many spines as they need), switch_ports (64),
+spine_ports (= switch_ports), firmware ("31.2012.1068"), faults
 (switch-level, `name:arg` as node faults are written). Both fault tables and the keys are
 read in sim/fabric_spec.py (SWITCH_FAULTS, FAULTS).
 """
@@ -27,7 +28,7 @@ read in sim/fabric_spec.py (SWITCH_FAULTS, FAULTS).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nodegate.core.errors import ConfigError
 from nodegate.sim.fabric_spec import (
@@ -93,6 +94,7 @@ class CaPort:
     guid: str
     lid: int
     link: Link  # remote None: not discovered (down, unplugged or gone)
+    present: bool = True  # False: the HCA is gone from the node (hca_missing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,8 @@ class Fabric:
     expected: Mapping[str, Mapping[int, tuple[str, int]]]
     symbol_error_ports: frozenset[tuple[int, int]] = field(default_factory=frozenset)
     starved_ports: frozenset[tuple[int, int]] = field(default_factory=frozenset)
+    # The CA ports of each node, in rail order (built by build_fabric from `cas`).
+    by_node: Mapping[str, tuple[CaPort, ...]] = field(default_factory=dict)
 
     def switch(self, name: str) -> Switch:
         for s in self.switches:
@@ -147,25 +151,31 @@ class Fabric:
         rate: dict[str, int] = {}
         if link is not None and link.remote is not None:
             seed = lid * 1000 + port
-            base = {
-                "PortXmitData": seed * 7_919_113,
-                "PortRcvData": seed * 6_700_417,
-                "PortXmitPkts": seed * 27_449,
-                "PortRcvPkts": seed * 23_209,
-                "PortXmitWait": seed * 97,
-            }
-            rate = {
-                "PortXmitData": DATA_WORDS_PER_S,
-                "PortRcvData": DATA_WORDS_PER_S,
-                "PortXmitPkts": PKTS_PER_S,
-                "PortRcvPkts": PKTS_PER_S,
-                "PortXmitWait": XMIT_WAIT_PER_S,
-            }
+            base = {name: seed * factor for name, factor in BASE_FACTORS.items()}
+            rate = dict(LINK_RATES)
         if (lid, port) in self.starved_ports:
             rate["PortXmitWait"] = XMIT_WAIT_STARVED_PER_S
         if (lid, port) in self.symbol_error_ports:
             rate["SymbolErrorCounter"] = SYMBOL_ERRORS_PER_S
         return PortRates(base, rate)
+
+
+# A linked port's counters start at seed * factor (seed = LID * 1000 + port) and climb at these
+# rates; sim/tools/fabric.py's awk program computes the same from these two tables.
+BASE_FACTORS = {
+    "PortXmitData": 7_919_113,
+    "PortRcvData": 6_700_417,
+    "PortXmitPkts": 27_449,
+    "PortRcvPkts": 23_209,
+    "PortXmitWait": 97,
+}
+LINK_RATES = {
+    "PortXmitData": DATA_WORDS_PER_S,
+    "PortRcvData": DATA_WORDS_PER_S,
+    "PortXmitPkts": PKTS_PER_S,
+    "PortRcvPkts": PKTS_PER_S,
+    "PortXmitWait": XMIT_WAIT_PER_S,
+}
 
 
 def _guid(index: int) -> str:
@@ -185,6 +195,9 @@ def build_fabric(model: FleetModel) -> Fabric:
             f"{where}: {per_leaf} node ports + {spec.uplinks} uplinks exceed {spec.switch_ports}"
         )
     n_leaves = len(leaf_groups) * RAILS
+    if not spec.spines:  # enough spines for every uplink, a multiple of the uplinks, >= 2
+        need = -(-n_leaves * spec.uplinks // spec.spine_ports)
+        spec = replace(spec, spines=max(2, -(-need // spec.uplinks) * spec.uplinks))
     if spec.uplinks % spec.spines and spec.spines % spec.uplinks:
         raise ConfigError(
             f"{where}: uplinks_per_leaf {spec.uplinks} and {spec.spines} spines: "
@@ -249,7 +262,10 @@ def build_fabric(model: FleetModel) -> Fabric:
                     continue  # a RoCE rail: on an Ethernet fabric, not this one
                 up = dev is not None and dev.state == "4: ACTIVE" and not unplugged
                 if dev is None or not up:
-                    cas.append(CaPort(n.name, f"mlx5_{rail}", rail, guid, lid, Link(None)))
+                    ca = CaPort(
+                        n.name, f"mlx5_{rail}", rail, guid, lid, Link(None), dev is not None
+                    )
+                    cas.append(ca)
                     continue
                 width, speed = _host_link(dev.rate)
                 sw_width, sw_speed = width, speed
@@ -297,9 +313,17 @@ def build_fabric(model: FleetModel) -> Fabric:
         sms=tuple(sms),
         sm_running="sm_none" not in kinds,
         expected=expected,
+        by_node=_by_node(cas),
         symbol_error_ports=frozenset(symbol_ports),
         starved_ports=frozenset(starved),
     )
+
+
+def _by_node(cas: list[CaPort]) -> dict[str, tuple[CaPort, ...]]:
+    out: dict[str, list[CaPort]] = {}
+    for c in cas:
+        out.setdefault(c.node, []).append(c)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def _absent_guid(n: SimNode, rail: int) -> str:
@@ -316,7 +340,11 @@ def _host_link(rate: str) -> tuple[str, str]:
 
 
 __all__ = [
+    "BASE_FACTORS",
+    "SYMBOL_ERRORS_PER_S",
+    "XMIT_WAIT_STARVED_PER_S",
     "FAULTS",
+    "LINK_RATES",
     "OLD_SWITCH_FW",
     "SWITCH_PSID",
     "SWITCH_FAULTS",

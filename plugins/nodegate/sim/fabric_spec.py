@@ -60,7 +60,7 @@ SWITCH_FAULTS = {
 @dataclass(frozen=True, slots=True)
 class Spec:
     nodes_per_leaf: int | None
-    spines: int
+    spines: int  # 0: as many as needed
     uplinks: int
     switch_ports: int
     spine_ports: int
@@ -86,14 +86,16 @@ def spec_of(model: FleetModel) -> Spec:
     }
     if set(raw) - allowed:
         raise ConfigError(f"{where}: unknown keys {sorted(set(raw) - allowed)}")
-    spines = _int(raw, "spines", 2, where)
+    # No `spines`: as many as the leaves' uplinks need (0 here, counted by build_fabric), two
+    # uplinks per leaf; with `spines`, every leaf reaches every spine unless told otherwise.
+    spines = 0 if raw.get("spines") is None else _int(raw, "spines", 2, where)
     # An IB port number is 8 bits, 255 reserved: a switch (one ASIC) has at most 254 ports.
     switch_ports = _int(raw, "switch_ports", 64, where, 254)
     npl = raw.get("nodes_per_leaf")
     return Spec(
         nodes_per_leaf=None if npl is None else _int(raw, "nodes_per_leaf", 1, where),
         spines=spines,
-        uplinks=_int(raw, "uplinks_per_leaf", spines, where),
+        uplinks=_int(raw, "uplinks_per_leaf", spines or 2, where),
         switch_ports=switch_ports,
         spine_ports=_int(raw, "spine_ports", switch_ports, where, 254),
         firmware=str(raw.get("firmware", SWITCH_FW)),
