@@ -18,7 +18,7 @@ from nodegate.parsers.saquery import parse_saquery_smir
 from nodegate.parsers.sminfo import SmInfo, parse_sminfo
 from nodegate.sim.fabric import BASE_FACTORS, LINK_RATES, Fabric, build_fabric
 from nodegate.sim.fleet_model import FleetModel, load_model
-from nodegate.sim.tools import known_faults
+from nodegate.sim.tools import hca, known_faults
 from nodegate.sim.tools.fabric import (
     flint_query,
     ibnetdiscover_ports,
@@ -258,6 +258,30 @@ def test_old_switch_firmware(tmp_path: Path) -> None:
     versions = {s.name: parse_switch_firmware(flint_query(s), s.lid).version for s in fab.switches}
     assert versions.pop("leaf-r01-rail5") == "31.2010.4100"
     assert set(versions.values()) == {"31.2012.1068"}
+
+
+def _sysfs_changes(tmp_path: Path, faults: list[Any]) -> dict[str, tuple[Any, Any]]:
+    """The node's files that a fault changes: path -> (healthy, faulty)."""
+    healthy = hca.PROVIDER.files(model(tmp_path).node("gpu002"))
+    faulty = hca.PROVIDER.files(model(tmp_path, faults={"gpu002": faults}).node("gpu002"))
+    assert set(healthy) == set(faulty)
+    return {p: (healthy[p], faulty[p]) for p in healthy if healthy[p] != faulty[p]}
+
+
+def test_sysfs_changes_of_the_node_faults(tmp_path: Path) -> None:
+    dev = "/sys/devices/pci0000:48/0000:4b:00.0/infiniband/mlx5_2/ports/1"
+    assert _sysfs_changes(tmp_path, [{"fabric_pkey_missing": "2"}]) == {
+        f"{dev}/pkeys/1": ("0x8001\n", "0x0000\n")
+    }
+    dev = "/sys/devices/pci0000:97/0000:9a:00.0/infiniband/mlx5_4/ports/1"
+    assert _sysfs_changes(tmp_path, ["fabric_rail_unplugged"]) == {
+        f"{dev}/state": ("4: ACTIVE\n", "1: DOWN\n"),
+        f"{dev}/phys_state": ("5: LinkUp\n", "2: Polling\n"),
+        f"{dev}/rate": ("400 Gb/sec (4X NDR)\n", "40 Gb/sec (4X QDR)\n"),
+    }
+    # the switch-side and cabling faults leave the host's files alone
+    for fault in ("fabric_rails_swapped", "fabric_switch_port_2x", "fabric_symbol_errors"):
+        assert _sysfs_changes(tmp_path, [fault]) == {}
 
 
 def test_missing_partition_key(tmp_path: Path) -> None:
