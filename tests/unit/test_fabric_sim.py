@@ -361,7 +361,7 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
     assert outs[4].stdout == flint_query(fab.switch("spine02"))
     assert (outs[5].rc, outs[5].stdout) == (
         255,
-        "ibnetdiscover: iberror: failed: discover failed\n",
+        "ibnetdiscover: iberror: failed: discover failed\n\n",
     )
     assert (outs[6].rc, outs[6].stdout) == (
         255,

@@ -306,6 +306,7 @@ case "$ng_ca:$ng_port" in
 esac"""
 
 
+_DISCOVER_FAILED = "printf 'ibnetdiscover: iberror: failed: discover failed\\n\\n'"
 # ibdiag_sa.c sa_get_handle on a port without an SM LID (it prints "" for a named CA), then
 # saquery's IBPANIC (libibmad mad.h: `ibpanic: [pid] func: msg: %m`).
 _SA_UNBOUND = (
@@ -345,8 +346,9 @@ def tools(node: SimNode, fab: Fabric) -> Iterable[SimTool]:
             [
                 _PORT_ARGS,
                 'case "$ng_rest" in -p|--ports) ;; *) ng_x=1 ;; esac',
-                'if [ -z "$ng_x" ]; then ng_down="discover failed"',
-                _port_check("ibnetdiscover", up, down),
+                'if [ -z "$ng_x" ]; then',
+                # ibnetdiscover.c: IBEXIT("discover failed\n"), a newline of its own
+                _port_check("ibnetdiscover", up, down, _DISCOVER_FAILED),
                 '/bin/cat "$ng_fab/ibnetdiscover-p.txt"; return $?',
                 "fi",
             ]
