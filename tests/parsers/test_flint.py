@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 from nodegate.core.errors import ParseError
-from nodegate.parsers.flint import SwitchFirmware, parse_flint_query, parse_switch_firmware
+from nodegate.parsers.flint import (
+    SwitchFirmware,
+    parse_flint_query,
+    parse_switch_firmware,
+    parse_switch_firmware_loop,
+)
 
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text
 
@@ -79,3 +84,31 @@ def test_flint_truncated() -> None:
     text = corpus_text(f"net/{BF2}")
     with pytest.raises(ParseError, match="PSID"):
         parse_flint_query(text[: int(len(text) * 0.4)])
+
+
+def test_switch_firmware_loop() -> None:
+    bf2 = corpus_text(f"net/{BF2}")
+    text = f"# lid 3\n{bf2}# lid 12\n" + bf2.replace("24.33.1048", "24.32.1010", 1)
+    assert parse_switch_firmware_loop(text) == (
+        SwitchFirmware(3, "24.33.1048", "MT_0000000723"),
+        SwitchFirmware(12, "24.32.1010", "MT_0000000723"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no '# lid N' marker"),
+        ("FW Version:  1.2.3\n# lid 3\n", "line 1: output before the first"),
+        ("# lid 3\n# lid 4\n" + corpus_text(f"net/{BF2}"), "lid 3: no flint output"),
+        ("# lid 3\n-E- Cannot open Device: lid-3,mlx5_0,1. MFE_CR_ERROR\n", "lid 3: flint"),
+        ("# lid 3x\n" + corpus_text(f"net/{BF2}"), "output before the first"),
+        ("# lid 3\nFW Version:            24.33.1048\n", "lid 3: no PSID line"),
+        (("# lid 3\n" + corpus_text(f"net/{BF2}")) * 2, "lid 3: queried twice"),
+    ],
+    ids=["empty", "before", "empty-block", "error", "marker", "truncated", "twice"],
+)
+def test_switch_firmware_loop_refusals(text: str, message: str) -> None:
+    with pytest.raises(ParseError, match=message) as exc:
+        parse_switch_firmware_loop(text)
+    assert exc.value.tool == "flint"

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 import yaml
 from nodegate.core.errors import ConfigError
-from nodegate.parsers.flint import parse_switch_firmware
+from nodegate.parsers.flint import parse_switch_firmware, parse_switch_firmware_loop
 from nodegate.parsers.ib_pkeys import PkeyEntry, parse_pkeys
 from nodegate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
 from nodegate.parsers.perfquery import parse_perfquery_extended
 from nodegate.parsers.saquery import parse_saquery_smir
 from nodegate.parsers.sminfo import SmInfo, parse_sminfo
-from nodegate.sim.fabric import Fabric, build_fabric
+from nodegate.sim.fabric import BASE_FACTORS, LINK_RATES, Fabric, build_fabric
 from nodegate.sim.fleet_model import FleetModel, load_model
-from nodegate.sim.tools import known_faults
+from nodegate.sim.tools import hca, known_faults
 from nodegate.sim.tools.fabric import (
     flint_query,
     ibnetdiscover_ports,
@@ -260,6 +260,30 @@ def test_old_switch_firmware(tmp_path: Path) -> None:
     assert set(versions.values()) == {"31.2012.1068"}
 
 
+def _sysfs_changes(tmp_path: Path, faults: list[Any]) -> dict[str, tuple[Any, Any]]:
+    """The node's files that a fault changes: path -> (healthy, faulty)."""
+    healthy = hca.PROVIDER.files(model(tmp_path).node("gpu002"))
+    faulty = hca.PROVIDER.files(model(tmp_path, faults={"gpu002": faults}).node("gpu002"))
+    assert set(healthy) == set(faulty)
+    return {p: (healthy[p], faulty[p]) for p in healthy if healthy[p] != faulty[p]}
+
+
+def test_sysfs_changes_of_the_node_faults(tmp_path: Path) -> None:
+    dev = "/sys/devices/pci0000:48/0000:4b:00.0/infiniband/mlx5_2/ports/1"
+    assert _sysfs_changes(tmp_path, [{"fabric_pkey_missing": "2"}]) == {
+        f"{dev}/pkeys/1": ("0x8001\n", "0x0000\n")
+    }
+    dev = "/sys/devices/pci0000:97/0000:9a:00.0/infiniband/mlx5_4/ports/1"
+    assert _sysfs_changes(tmp_path, ["fabric_rail_unplugged"]) == {
+        f"{dev}/state": ("4: ACTIVE\n", "1: DOWN\n"),
+        f"{dev}/phys_state": ("5: LinkUp\n", "2: Polling\n"),
+        f"{dev}/rate": ("400 Gb/sec (4X NDR)\n", "40 Gb/sec (4X QDR)\n"),
+    }
+    # the switch-side and cabling faults leave the host's files alone
+    for fault in ("fabric_rails_swapped", "fabric_switch_port_2x", "fabric_symbol_errors"):
+        assert _sysfs_changes(tmp_path, [fault]) == {}
+
+
 def test_missing_partition_key(tmp_path: Path) -> None:
     node = model(tmp_path, faults={"gpu002": [{"fabric_pkey_missing": "2"}]}).node("gpu002")
     tables = {d.name: d.pkeys[:3] for d in node_hcas(node)}
@@ -286,7 +310,8 @@ def test_host_faults_carry_over(tmp_path: Path) -> None:
         ({"fabric": {"faults": [{"switch_old_firmware": "leaf9"}]}}, "no switch 'leaf9'"),
         ({"fabric": {"faults": ["nope"]}}, "unknown fault 'nope'"),
         ({"fabric": {"switch_ports": 3}}, "exceed 3"),
-        ({"fabric": {"spines": 3, "uplinks_per_leaf": 4}}, "not a multiple of spines"),
+        ({"fabric": {"spines": 3, "uplinks_per_leaf": 4}}, "one must divide the other"),
+        ({"fabric": {"switch_ports": 300}}, "expected a whole number 1-254"),
         ({"faults": {"gpu001": [{"fabric_rail_unplugged": "9"}]}}, "rail '9' is not 0-7"),
         ({"faults": {"gpu001": [{"fabric_rails_swapped": "2"}]}}, "is not 'A,B'"),
     ],
@@ -301,8 +326,13 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
     shared fabric files; perfquery's counters at least those of the build time."""
     doc = {
         **BASE,
-        "faults": {"gpu001": ["fabric_rail_unplugged", {"fabric_pkey_missing": "0"}]},
-        "fabric": {"faults": [{"switch_old_firmware": "spine02"}]},
+        "faults": {
+            "gpu001": ["fabric_rail_unplugged", {"fabric_pkey_missing": "0"}],
+            "gpu002": [{"fabric_symbol_errors": "0"}],
+        },
+        "fabric": {
+            "faults": [{"switch_old_firmware": "spine02"}, {"uplink_xmit_wait": "leaf-r01-rail0"}]
+        },
     }
     fleet = build(tmp_path, doc)
     outs = run_script(
@@ -317,6 +347,7 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
             ["ibnetdiscover", "-p", "-C", "mlx5_4", "-P", "1"],
             ["sminfo", "-C", "mlx5_9", "-P", "1"],
             ["perfquery", "-x", "-l", "-C", "mlx5_0", "-P", "1", "99"],
+            ["saquery", "-C", "mlx5_4", "-P", "1", "SMIR"],
             "grep -H . /sys/class/infiniband/mlx5_0/ports/*/pkeys/*",
         ],
     )
@@ -327,9 +358,10 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
     ports = parse_perfquery_extended(outs[3].stdout)
     assert [p.port for p in ports] == list(range(1, 65)) and outs[3].rc == 0
     assert parse_switch_firmware(outs[4].stdout, 2).version == "31.2010.4100"
+    assert outs[4].stdout == flint_query(fab.switch("spine02"))
     assert (outs[5].rc, outs[5].stdout) == (
         255,
-        "ibnetdiscover: iberror: failed: discover failed\n",
+        "ibnetdiscover: iberror: failed: discover failed\n\n",
     )
     assert (outs[6].rc, outs[6].stdout) == (
         255,
@@ -339,15 +371,20 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
         255,
         "perfquery: iberror: failed: smp query nodeinfo failed\n",
     )
-    pkeys = parse_pkeys(outs[8].stdout)
+    assert (outs[8].rc, outs[8].stdout) == (255, "")
+    assert outs[8].stderr.endswith("main: Failed to bind to the SA: Success\n")
+    pkeys = parse_pkeys(outs[9].stdout)
     assert pkeys == (PkeyEntry("mlx5_0", 1, 0, 0x7FFF, True),)
+    # the node's awk prints what perfquery_text does at the seconds since the build (read back
+    # from a linked port's PortXmitData), symbol errors and the starved uplink included
     sw = fab.by_lid(3)
     assert sw is not None
-    # the build time is t = 0: the node's reading lies between two renderings around it
-    lo = {(p.port): dict(p.counters) for p in parse_perfquery_extended(perfquery_text(fab, sw, 0))}
-    for p in ports:
-        assert p.counters["PortXmitData"] >= lo[p.port]["PortXmitData"]
-        assert p.counters["SymbolErrorCounter"] == lo[p.port]["SymbolErrorCounter"] == 0
+    start = (3 * 1000 + 1) * BASE_FACTORS["PortXmitData"]
+    t, rest = divmod(ports[0].counters["PortXmitData"] - start, LINK_RATES["PortXmitData"])
+    assert rest == 0 and t >= 0
+    assert outs[3].stdout == perfquery_text(fab, sw, t)
+    rates = {p.port: p.counters for p in ports}
+    assert rates[2]["SymbolErrorCounter"] == 30 * t and rates[1]["SymbolErrorCounter"] == 0
 
 
 def test_no_subnet_manager_on_a_built_node(tmp_path: Path) -> None:
@@ -357,5 +394,36 @@ def test_no_subnet_manager_on_a_built_node(tmp_path: Path) -> None:
     )
     assert (sm.rc, sm.stdout) == (255, "sminfo: iberror: failed: query\n")
     assert sm.stderr.endswith("mad_rpc: _do_madrpc failed; dport (Lid 1)\n")
-    assert (sa.rc, sa.stdout) == (255, "")
-    assert "sa_query: umad_recv failed: attr 0x18: Connection timed out" in sa.stderr
+    assert (sa.rc, sa.stdout) == (110, "")
+    assert sa.stderr.endswith(
+        "sa_query: umad_recv failed: attr 0x18: Connection timed out\n\n"
+        "Query SA failed: Connection timed out\n"
+    )
+
+
+def test_roce_rails_are_not_on_the_infiniband_fabric(tmp_path: Path) -> None:
+    fab = fabric(tmp_path, hardware={"hca": {"link_layer": "Ethernet"}})
+    assert fab.cas == ()
+    assert all(link.remote is not None and link.remote.kind == "SW" for link in fab.ports.values())
+
+
+def test_the_stage_loops_over_every_switch(tmp_path: Path) -> None:
+    """The fabric stage's loops (one command per read): every switch's counters and firmware."""
+    fleet = build(tmp_path, {**BASE, "fabric": {"faults": [{"switch_old_firmware": "spine02"}]}})
+    lids = (
+        "$(ibnetdiscover -p -C mlx5_0 -P 1 | awk '$1==\"SW\"&&$2~/^[0-9]+$/{print $2}' | sort -un)"
+    )
+    counters, firmware = run_script(
+        fleet,
+        "gpu003",
+        [
+            f'for l in {lids}; do perfquery -x -l -C mlx5_0 -P 1 "$l" || exit 1; done',
+            f'set -e; for l in {lids}; do echo "# lid $l"; flint -d "lid-$l,mlx5_0,1" q; done',
+        ],
+    )
+    ports = parse_perfquery_extended(counters.stdout)
+    assert counters.rc == 0 and len(ports) == 18 * 64
+    assert {p.lid for p in ports} == set(range(1, 19))
+    fws = parse_switch_firmware_loop(firmware.stdout)
+    assert [f.lid for f in fws] == list(range(1, 19))
+    assert [f.lid for f in fws if f.version == "31.2010.4100"] == [2]

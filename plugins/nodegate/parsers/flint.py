@@ -140,3 +140,42 @@ def parse_switch_firmware(text: str, lid: int) -> SwitchFirmware:
     if not re.fullmatch(r"\d{1,3}\.\d{1,5}\.\d{1,5}", q.fw_version):
         raise ParseError("flint", f"FW Version {q.fw_version[:40]!r} is not major.minor.subminor")
     return SwitchFirmware(lid=lid, version=q.fw_version_running or q.fw_version, psid=q.psid)
+
+
+_LID_MARK_RE = re.compile(r"^# lid (\d{1,5})$")
+_MAX_SWITCHES = 4096  # a subnet's switches; more markers than that is not a fabric's answer
+
+
+def parse_switch_firmware_loop(text: str) -> tuple[SwitchFirmware, ...]:
+    """Parse a loop's output: `# lid <n>` then that switch's `flint -d lid-<n>,... q`, per switch.
+
+    Text before the first marker, a marker without output, a LID twice, or a block that
+    parse_switch_firmware refuses raise ParseError naming the LID."""
+    blocks: list[tuple[int, list[str]]] = []
+    for lineno, raw in enumerate(clean_lines(text), 1):
+        m = _LID_MARK_RE.match(raw.strip())
+        if m is not None:
+            if len(blocks) == _MAX_SWITCHES:
+                raise ParseError("flint", f"more than {_MAX_SWITCHES} switches")
+            blocks.append((int(m.group(1)), []))
+        elif not blocks:
+            if raw.strip():
+                raise ParseError("flint", f"line {lineno}: output before the first '# lid N'")
+        else:
+            blocks[-1][1].append(raw)
+    if not blocks:
+        raise ParseError("flint", "no '# lid N' marker (no switch queried)")
+    out: list[SwitchFirmware] = []
+    seen: set[int] = set()
+    for lid, lines in blocks:
+        if lid in seen:
+            raise ParseError("flint", f"lid {lid}: queried twice")
+        seen.add(lid)
+        body = "\n".join(lines)
+        if not body.strip():
+            raise ParseError("flint", f"lid {lid}: no flint output")
+        try:
+            out.append(parse_switch_firmware(body, lid))
+        except ParseError as exc:
+            raise ParseError("flint", f"lid {lid}: {exc.reason}") from None
+    return tuple(out)

@@ -35,6 +35,8 @@ _LINE_RE = re.compile(
     rf"(?:\s+-\s+{_REMOTE}\s+\( '(?P<descs>.*)' \)|\s+'(?P<desc>.*)')$"
 )
 _DESC_SEP = "' - '"
+_WIDTH = {"??": None}  # what the tool prints for a value it cannot name
+_SPEED = {"???": None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,16 +67,6 @@ class PortsReport:
     lines: tuple[PortLine, ...]
 
 
-def _end(m: re.Match[str], p: str, description: str) -> PortEnd:
-    return PortEnd(
-        kind=m[f"{p}kind"],
-        lid=int(m[f"{p}lid"]),
-        port=int(m[f"{p}port"]),
-        guid="0x" + m[f"{p}guid"].lower(),
-        description=description,
-    )
-
-
 def _split_descs(descs: str, lineno: int) -> tuple[str, str]:
     """'a' - 'b' is split once; a description that itself holds "' - '" is ambiguous."""
     if descs.count(_DESC_SEP) != 1:
@@ -86,8 +78,18 @@ def _split_descs(descs: str, lineno: int) -> tuple[str, str]:
 def parse_ibnetdiscover_ports(text: str) -> PortsReport:
     """Parse `ibnetdiscover -p`; any line that is not a port line raises ParseError."""
     lines: list[PortLine] = []
+    # Each end of a link is printed twice (once per side): one PortEnd serves both lines.
+    ends: dict[tuple[str, str, str, str, str], PortEnd] = {}
+
+    def end(kind: str, lid: str, port: str, guid: str, desc: str) -> PortEnd:
+        key = (kind, lid, port, guid, desc)
+        e = ends.get(key)
+        if e is None:
+            e = ends[key] = PortEnd(kind, int(lid), int(port), "0x" + guid.lower(), desc)
+        return e
+
     for lineno, raw in enumerate(clean_lines(text), 1):
-        if not raw.strip():
+        if not raw:
             continue
         if len(raw) > _MAX_LINE:
             raise ParseError(
@@ -95,21 +97,16 @@ def parse_ibnetdiscover_ports(text: str) -> PortsReport:
             )
         m = _LINE_RE.match(raw)
         if m is None:
+            if not raw.strip():
+                continue
             raise ParseError(_TOOL, f"line {lineno}: not a ports-report line: {raw[:80]!r}")
+        lk, llid, lport, lguid, width, speed, rk, rlid, rport, rguid, descs, desc = m.groups()
         remote: PortEnd | None = None
-        if m["descs"] is not None:
-            local_desc, remote_desc = _split_descs(m["descs"], lineno)
-            remote = _end(m, "r", remote_desc)
-        else:
-            local_desc = m["desc"]
-        lines.append(
-            PortLine(
-                local=_end(m, "l", local_desc),
-                width=None if m["width"] == "??" else m["width"],
-                speed=None if m["speed"] == "???" else m["speed"],
-                remote=remote,
-            )
-        )
+        if descs is not None:
+            desc, remote_desc = _split_descs(descs, lineno)
+            remote = end(rk, rlid, rport, rguid, remote_desc)
+        local = end(lk, llid, lport, lguid, desc)
+        lines.append(PortLine(local, _WIDTH.get(width, width), _SPEED.get(speed, speed), remote))
     if not lines:
         raise ParseError(_TOOL, "no port lines (empty output)")
     return PortsReport(lines=tuple(lines))

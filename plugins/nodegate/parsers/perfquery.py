@@ -153,21 +153,18 @@ _EXTENDED_REQUIRED = _EXT_TRAFFIC + _EXT_ERRORS
 
 
 def parse_perfquery_extended(text: str) -> tuple[PortCounters, ...]:
-    """Parse `perfquery -x -l <lid>`: one block per port of one LID, each with every counter."""
-    blocks = parse_perfquery(text).ports
-    lids = {b.lid for b in blocks}
-    if len(lids) != 1:
-        raise ParseError(_TOOL, f"blocks of {len(lids)} LIDs in one -l answer")
-    seen: set[int] = set()
+    """Parse `perfquery -x -l <lid>`, or several of them concatenated (one per switch, as a
+    loop over the switches prints them): per-port extended blocks, each with every counter."""
+    seen: set[tuple[int, int]] = set()
     out: list[PortCounters] = []
-    for b in blocks:
+    for b in parse_perfquery(text).ports:
         if b.kind != _EXTENDED or b.lid is None or b.port == ALL_PORTS:
             raise ParseError(_TOOL, f"block for {b.target} port {b.port} is not per-port -x by LID")
         missing = [c for c in _EXTENDED_REQUIRED if c not in b.counters]
         if missing:
             raise ParseError(_TOOL, f"{b.target} port {b.port} lacks {', '.join(missing)}")
-        if b.port in seen:
+        if (b.lid, b.port) in seen:
             raise ParseError(_TOOL, f"{b.target} port {b.port} printed twice")
-        seen.add(b.port)
+        seen.add((b.lid, b.port))
         out.append(PortCounters(lid=b.lid, port=b.port, counters=b.counters))
     return tuple(out)

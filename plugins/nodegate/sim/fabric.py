@@ -7,7 +7,8 @@ Derived from the fleet model, deterministically (same model, same fabric, byte f
   (`leaf-su01-rail3`, a scalable unit). Node j of a leaf's rack or group lands on leaf port
   j + 1; the leaf's uplinks follow (ports nodes_per_leaf + 1 ..), spread round-robin over the
   spines (`spine01` ..); the remaining ports, up to `switch_ports` (64, a Quantum-2 QM9700),
-  are unplugged.
+  are unplugged. Uplink u of leaf l goes to spine (l * uplinks_per_leaf + u) mod spines, on
+  that spine's next port.
 - Every node's rail i is its HCA mlx5_i, port 1; its port GUID is the HCA's node GUID as the
   node's sysfs shows it (sim/tools/hca.py: ConnectX ports carry their function's node GUID).
 - LIDs: spines 1.., leaves next, then every rail port in node and rail order (stable under
@@ -17,66 +18,38 @@ Derived from the fleet model, deterministically (same model, same fabric, byte f
 - Counters: every switch port counts from a base at rates (per second); a read at t seconds
   after the fleet was built sees base + rate * t (sim/tools/fabric.py renders them).
 
-The model's `fabric:` key (all optional): nodes_per_leaf, spines (2), uplinks_per_leaf (=
-spines), switch_ports (64), spine_ports (= switch_ports), firmware ("31.2012.1068"), faults
-(switch-level, `name:arg` as node faults are written: SWITCH_FAULTS). Node faults: FAULTS.
+The model's `fabric:` key (all optional): nodes_per_leaf, spines, uplinks_per_leaf (=
+spines; without `spines`: 2 uplinks and as many spines as they need), switch_ports (64),
+spine_ports (= switch_ports), firmware ("31.2012.1068"), faults
+(switch-level, `name:arg` as node faults are written). Both fault tables and the keys are
+read in sim/fabric_spec.py (SWITCH_FAULTS, FAULTS).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from nodegate.core.errors import ConfigError
-from nodegate.sim.fleet_model import Fault, FleetModel, SimNode, parse_faults
+from nodegate.sim.fabric_spec import (
+    DATA_WORDS_PER_S,
+    FAULTS,
+    MASTER_PRIORITY,
+    OLD_SWITCH_FW,
+    PKTS_PER_S,
+    STANDBY_PRIORITY,
+    SWITCH_FAULTS,
+    SWITCH_PSID,
+    SYMBOL_ERRORS_PER_S,
+    XMIT_WAIT_PER_S,
+    XMIT_WAIT_STARVED_PER_S,
+    groups,
+    node_faults,
+    spec_of,
+    uplink_faults,
+)
+from nodegate.sim.fleet_model import FleetModel, SimNode
 from nodegate.sim.tools.hca import RAILS, node_hcas
-
-SWITCH_FW = "31.2012.1068"
-OLD_SWITCH_FW = "31.2010.4100"
-SWITCH_PSID = "MT_0000000693"
-# Rates per second on a port carrying traffic; XmitWait ticks on a healthy and a starved port.
-DATA_WORDS_PER_S = 250_000_000  # PortXmitData/PortRcvData count 4-octet words (1 GB/s)
-PKTS_PER_S = 240_000
-XMIT_WAIT_PER_S = 120
-XMIT_WAIT_STARVED_PER_S = 45_000_000
-SYMBOL_ERRORS_PER_S = 30
-MASTER_PRIORITY, STANDBY_PRIORITY = 14, 12
-
-FAULTS = {
-    "fabric_rails_swapped": (
-        "rails A and B of the node (ARG 'A,B', default '2,3') have swapped cables: each HCA "
-        "lands on the other rail's leaf and port"
-    ),
-    "fabric_rail_wrong_leaf": (
-        "rail ARG (default 4) is cabled to the next rail's leaf of its rack (a spare port "
-        "there); its own leaf port has no partner"
-    ),
-    "fabric_rail_unplugged": (
-        "rail ARG (default 4) has no cable: the leaf port has no partner and the host port "
-        "is DOWN / Polling"
-    ),
-    "fabric_switch_port_2x": "the leaf port facing rail ARG (default 4) is active at 2X width",
-    "fabric_switch_port_hdr": "the leaf port facing rail ARG (default 4) is active at HDR",
-    "fabric_symbol_errors": (
-        f"SymbolErrorCounter of the leaf port facing rail ARG (default 4) climbs "
-        f"({SYMBOL_ERRORS_PER_S}/s)"
-    ),
-    "fabric_pkey_missing": (
-        "port 1 of rail ARG's HCA (default 4) lacks the compute partition 0x8001 (pkey "
-        "index 1 reads 0x0000)"
-    ),
-}
-SWITCH_FAULTS = {
-    "uplink_xmit_wait": (
-        f"PortXmitWait of uplink ARG ('LEAF' or 'LEAF:PORT'; default the leaf's first uplink) "
-        f"climbs at {XMIT_WAIT_STARVED_PER_S}/s (credit starvation)"
-    ),
-    "uplink_down": "uplink ARG ('LEAF' or 'LEAF:PORT') has no link: both ends have no partner",
-    "sm_none": "no subnet manager runs: sminfo and saquery SMIR fail (the SMs' LID stays set)",
-    "sm_two_masters": "the standby SM on spine02 also reports MASTER (two masters)",
-    "switch_old_firmware": f"switch ARG runs firmware {OLD_SWITCH_FW} (the rest {SWITCH_FW})",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +94,7 @@ class CaPort:
     guid: str
     lid: int
     link: Link  # remote None: not discovered (down, unplugged or gone)
+    present: bool = True  # False: the HCA is gone from the node (hca_missing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +129,8 @@ class Fabric:
     expected: Mapping[str, Mapping[int, tuple[str, int]]]
     symbol_error_ports: frozenset[tuple[int, int]] = field(default_factory=frozenset)
     starved_ports: frozenset[tuple[int, int]] = field(default_factory=frozenset)
+    # The CA ports of each node, in rail order (built by build_fabric from `cas`).
+    by_node: Mapping[str, tuple[CaPort, ...]] = field(default_factory=dict)
 
     def switch(self, name: str) -> Switch:
         for s in self.switches:
@@ -175,20 +151,8 @@ class Fabric:
         rate: dict[str, int] = {}
         if link is not None and link.remote is not None:
             seed = lid * 1000 + port
-            base = {
-                "PortXmitData": seed * 7_919_113,
-                "PortRcvData": seed * 6_700_417,
-                "PortXmitPkts": seed * 27_449,
-                "PortRcvPkts": seed * 23_209,
-                "PortXmitWait": seed * 97,
-            }
-            rate = {
-                "PortXmitData": DATA_WORDS_PER_S,
-                "PortRcvData": DATA_WORDS_PER_S,
-                "PortXmitPkts": PKTS_PER_S,
-                "PortRcvPkts": PKTS_PER_S,
-                "PortXmitWait": XMIT_WAIT_PER_S,
-            }
+            base = {name: seed * factor for name, factor in BASE_FACTORS.items()}
+            rate = dict(LINK_RATES)
         if (lid, port) in self.starved_ports:
             rate["PortXmitWait"] = XMIT_WAIT_STARVED_PER_S
         if (lid, port) in self.symbol_error_ports:
@@ -196,79 +160,22 @@ class Fabric:
         return PortRates(base, rate)
 
 
-@dataclass(frozen=True, slots=True)
-class _Spec:
-    nodes_per_leaf: int | None
-    spines: int
-    uplinks: int
-    switch_ports: int
-    spine_ports: int
-    firmware: str
-    faults: tuple[Fault, ...]
-
-
-def _int(raw: Mapping[str, Any], key: str, default: int, where: str) -> int:
-    v = raw.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"{where}.{key}: got {v!r}, expected a whole number >= 1")
-    return v
-
-
-def _spec(model: FleetModel) -> _Spec:
-    raw = model.fabric
-    where = f"{model.source}: fabric"
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: a mapping, got {raw!r}")
-    allowed = {
-        *("nodes_per_leaf", "spines", "uplinks_per_leaf", "switch_ports", "spine_ports"),
-        *("firmware", "faults"),
-    }
-    if set(raw) - allowed:
-        raise ConfigError(f"{where}: unknown keys {sorted(set(raw) - allowed)}")
-    spines = _int(raw, "spines", 2, where)
-    switch_ports = _int(raw, "switch_ports", 64, where)
-    npl = raw.get("nodes_per_leaf")
-    return _Spec(
-        nodes_per_leaf=None if npl is None else _int(raw, "nodes_per_leaf", 1, where),
-        spines=spines,
-        uplinks=_int(raw, "uplinks_per_leaf", spines, where),
-        switch_ports=switch_ports,
-        spine_ports=_int(raw, "spine_ports", switch_ports, where),
-        firmware=str(raw.get("firmware", SWITCH_FW)),
-        faults=parse_faults(raw.get("faults"), f"{where}.faults", SWITCH_FAULTS),
-    )
-
-
-def _groups(model: FleetModel, spec: _Spec) -> list[tuple[str, list[SimNode]]]:
-    """(leaf name stem, nodes in port order) per rack, or per group of nodes_per_leaf."""
-    out: dict[str, list[SimNode]] = {}
-    for n in model.nodes:
-        if spec.nodes_per_leaf is None:
-            key = n.labels["rack"]
-        else:
-            key = f"su{n.index // spec.nodes_per_leaf + 1:02d}"
-        out.setdefault(key, []).append(n)
-    return list(out.items())
-
-
-def _rail_arg(f: Fault, default: int, where: str) -> int:
-    arg = f.arg if f.arg is not None else str(default)
-    if not arg.isdigit() or int(arg) >= RAILS:
-        raise ConfigError(f"{where}: fault {f.kind}: rail {arg!r} is not 0-{RAILS - 1}")
-    return int(arg)
-
-
-def _node_faults(n: SimNode) -> Iterator[tuple[str, int, int]]:
-    """(kind, rail, other rail) of the node's fabric faults."""
-    where = f"node {n.name}"
-    for f in n.faults:
-        if f.kind == "fabric_rails_swapped":
-            a, _, b = (f.arg or "2,3").partition(",")
-            if not (a.isdigit() and b.isdigit()) or int(a) == int(b) or max(int(a), int(b)) >= 8:
-                raise ConfigError(f"{where}: fault {f.kind}: {f.arg!r} is not 'A,B' (two rails)")
-            yield f.kind, int(a), int(b)
-        elif f.kind in FAULTS:
-            yield f.kind, _rail_arg(f, 4, where), -1
+# A linked port's counters start at seed * factor (seed = LID * 1000 + port) and climb at these
+# rates; sim/tools/fabric.py's awk program computes the same from these two tables.
+BASE_FACTORS = {
+    "PortXmitData": 7_919_113,
+    "PortRcvData": 6_700_417,
+    "PortXmitPkts": 27_449,
+    "PortRcvPkts": 23_209,
+    "PortXmitWait": 97,
+}
+LINK_RATES = {
+    "PortXmitData": DATA_WORDS_PER_S,
+    "PortRcvData": DATA_WORDS_PER_S,
+    "PortXmitPkts": PKTS_PER_S,
+    "PortRcvPkts": PKTS_PER_S,
+    "PortXmitWait": XMIT_WAIT_PER_S,
+}
 
 
 def _guid(index: int) -> str:
@@ -277,20 +184,26 @@ def _guid(index: int) -> str:
 
 def build_fabric(model: FleetModel) -> Fabric:
     """The fleet's fabric after its faults; ConfigError on a fabric the switches cannot hold."""
-    spec = _spec(model)
-    groups = _groups(model, spec)
-    per_leaf = max(len(nodes) for _, nodes in groups)
+    spec = spec_of(model)
+    leaf_groups = groups(model, spec)
+    per_leaf = max(len(nodes) for _, nodes in leaf_groups)
     if spec.nodes_per_leaf is not None:
         per_leaf = spec.nodes_per_leaf
     where = f"{model.source}: fabric"
-    if spec.uplinks % spec.spines:
-        raise ConfigError(f"{where}: uplinks_per_leaf {spec.uplinks} is not a multiple of spines")
     if per_leaf + spec.uplinks > spec.switch_ports:
         raise ConfigError(
             f"{where}: {per_leaf} node ports + {spec.uplinks} uplinks exceed {spec.switch_ports}"
         )
-    n_leaves = len(groups) * RAILS
-    per_spine = n_leaves * spec.uplinks // spec.spines
+    n_leaves = len(leaf_groups) * RAILS
+    if not spec.spines:  # enough spines for every uplink, a multiple of the uplinks, >= 2
+        need = -(-n_leaves * spec.uplinks // spec.spine_ports)
+        spec = replace(spec, spines=max(2, -(-need // spec.uplinks) * spec.uplinks))
+    if spec.uplinks % spec.spines and spec.spines % spec.uplinks:
+        raise ConfigError(
+            f"{where}: uplinks_per_leaf {spec.uplinks} and {spec.spines} spines: "
+            "one must divide the other"
+        )
+    per_spine = -(-n_leaves * spec.uplinks // spec.spines)
     if per_spine > spec.spine_ports:
         raise ConfigError(f"{where}: each spine needs {per_spine} ports > {spec.spine_ports}")
 
@@ -300,7 +213,7 @@ def build_fabric(model: FleetModel) -> Fabric:
         name = f"spine{s + 1:02d}"
         switches.append(Switch(name, "spine", _guid(s), s + 1, spec.spine_ports, spec.firmware))
     leaf_of: dict[tuple[str, int], Switch] = {}
-    for stem, _ in groups:
+    for stem, _ in leaf_groups:
         for rail in range(RAILS):
             i = len(switches)
             name = f"leaf-{stem}-rail{rail}"
@@ -323,9 +236,9 @@ def build_fabric(model: FleetModel) -> Fabric:
     expected: dict[str, dict[int, tuple[str, int]]] = {}
     symbol_ports: set[tuple[int, int]] = set()
     next_lid = len(switches) + 1
-    for stem, nodes in groups:
+    for stem, nodes in leaf_groups:
         for j, n in enumerate(nodes):
-            faults = list(_node_faults(n))
+            faults = list(node_faults(n))
             devs = {d.name: d for d in node_hcas(n)}
             target = {r: (leaf_of[(stem, r)], j + 1) for r in range(RAILS)}
             expected[n.name] = {r: (sw.name, p) for r, (sw, p) in target.items()}
@@ -345,9 +258,14 @@ def build_fabric(model: FleetModel) -> Fabric:
                 desc = f"{n.name} mlx5_{rail}"
                 sw, sp = target[rail]
                 unplugged = any(k == "fabric_rail_unplugged" and a == rail for k, a, _ in faults)
+                if dev is not None and dev.link_layer != "InfiniBand":
+                    continue  # a RoCE rail: on an Ethernet fabric, not this one
                 up = dev is not None and dev.state == "4: ACTIVE" and not unplugged
                 if dev is None or not up:
-                    cas.append(CaPort(n.name, f"mlx5_{rail}", rail, guid, lid, Link(None)))
+                    ca = CaPort(
+                        n.name, f"mlx5_{rail}", rail, guid, lid, Link(None), dev is not None
+                    )
+                    cas.append(ca)
                     continue
                 width, speed = _host_link(dev.rate)
                 sw_width, sw_speed = width, speed
@@ -364,20 +282,22 @@ def build_fabric(model: FleetModel) -> Fabric:
                 )
                 ports[(sw.lid, sp)] = Link(ca_end, sw_width, sw_speed)
 
-    uplink_faults = _uplink_faults(spec, by_name, per_leaf, where)
+    leaf_lids = {s.name: s.lid for s in switches if s.role == "leaf"}
+    down_or_starved = uplink_faults(spec, leaf_lids, per_leaf, where)
     spines = [s for s in switches if s.role == "spine"]
     leaves = [s for s in switches if s.role == "leaf"]
-    per_pair = spec.uplinks // spec.spines
+    used = [0] * spec.spines  # ports taken on each spine, in leaf and uplink order
     for li, leaf in enumerate(leaves):
         for u in range(spec.uplinks):
-            spine = spines[u % spec.spines]
-            lp = per_leaf + u + 1
-            sp = li * per_pair + u // spec.spines + 1
-            if ("uplink_down", leaf.lid, lp) in uplink_faults:
+            k = (li * spec.uplinks + u) % spec.spines
+            spine = spines[k]
+            used[k] += 1
+            lp, sp = per_leaf + u + 1, used[k]
+            if ("uplink_down", leaf.lid, lp) in down_or_starved:
                 continue
             ports[(leaf.lid, lp)] = Link(End("SW", spine.lid, sp, spine.guid, spine.name))
             ports[(spine.lid, sp)] = Link(End("SW", leaf.lid, lp, leaf.guid, leaf.name))
-    starved = {(lid, p) for k, lid, p in uplink_faults if k == "uplink_xmit_wait"}
+    starved = {(lid, p) for k, lid, p in down_or_starved if k == "uplink_xmit_wait"}
 
     kinds = {f.kind for f in spec.faults}
     sms = [SmRecord(spines[0].lid, spines[0].guid, 52_731, MASTER_PRIORITY, 3)]
@@ -393,9 +313,17 @@ def build_fabric(model: FleetModel) -> Fabric:
         sms=tuple(sms),
         sm_running="sm_none" not in kinds,
         expected=expected,
+        by_node=_by_node(cas),
         symbol_error_ports=frozenset(symbol_ports),
         starved_ports=frozenset(starved),
     )
+
+
+def _by_node(cas: list[CaPort]) -> dict[str, tuple[CaPort, ...]]:
+    out: dict[str, list[CaPort]] = {}
+    for c in cas:
+        out.setdefault(c.node, []).append(c)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def _absent_guid(n: SimNode, rail: int) -> str:
@@ -411,26 +339,14 @@ def _host_link(rate: str) -> tuple[str, str]:
     return inner[0].lower(), inner[1]
 
 
-def _uplink_faults(
-    spec: _Spec, by_name: Mapping[str, Switch], per_leaf: int, where: str
-) -> set[tuple[str, int, int]]:
-    out: set[tuple[str, int, int]] = set()
-    for f in spec.faults:
-        if f.kind not in ("uplink_xmit_wait", "uplink_down"):
-            continue
-        name, _, port = (f.arg or "").partition(":")
-        leaf = by_name.get(name)
-        if leaf is None or leaf.role != "leaf":
-            raise ConfigError(f"{where}: {f.kind}: {f.arg!r} names no leaf")
-        lp = int(port) if port.isdigit() else per_leaf + 1
-        if not per_leaf < lp <= per_leaf + spec.uplinks:
-            raise ConfigError(f"{where}: {f.kind}: port {lp} of {name} is not an uplink")
-        out.add((f.kind, leaf.lid, lp))
-    return out
-
-
 __all__ = [
+    "BASE_FACTORS",
+    "SYMBOL_ERRORS_PER_S",
+    "XMIT_WAIT_STARVED_PER_S",
     "FAULTS",
+    "LINK_RATES",
+    "OLD_SWITCH_FW",
+    "SWITCH_PSID",
     "SWITCH_FAULTS",
     "CaPort",
     "End",

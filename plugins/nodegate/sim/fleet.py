@@ -10,7 +10,9 @@ Layout of a fleet directory:
   lib.sh, lib-cat.sh, bin/{cat,grep,pgrep}   the nodes' view of host tools (sim/nodetools.py)
   nodes/<name>/bin    the node's tool stubs (first on its PATH), fn/<tool>.sh and fast.sh
                       the same tools as shell functions, root/ its files, climb.sh its
-                      climbing counters; by-addr/<ip> -> ../nodes/<name>
+                      climbing counters, fabric -> the fleet's fabric/; by-addr/<ip> ->
+                      ../nodes/<name>
+  fabric/             the InfiniBand fabric's shared answers and topology.json (sim/fabric.py)
 """
 
 from __future__ import annotations
@@ -182,6 +184,7 @@ class Fleet:
         entries = {path: e for p in providers() for path, e in p.files(n).items()}
         (d / "root").mkdir()
         (d / MARK).symlink_to("root")
+        (d / "fabric").symlink_to(Path("..") / ".." / "fabric")  # the fleet's shared answers
         slow = n.fault("slow")
         if slow is not None:
             (d / "slow").write_text(f"{float(slow.arg or 5):g}\n")

@@ -13,9 +13,10 @@ the fleet's fabric (sim/fabric.py), in the formats of the programs that print th
 
 Every tool names the observer's port with `-C <ca> -P <port>` (or, for flint, in the device
 string): a port that is not an active rail of this node fails as the real tools fail (their
-IBEXIT line on stdout, rc 255). Outputs that are the same on every node (the ports report,
-the counters' tables, the switches' flint answers) are files under the fleet's `fabric/`,
-written once (`write_shared`); a node's tool reads them there (`$NG_NODE`, as sim/nodetools.py).
+IBEXIT line on stdout, rc 255). What every node answers alike lives once under the fleet's
+`fabric/` (`write_shared`): the ports report, the SM answers, and a table of the switches from
+which one awk prints a switch's counters or its flint answer. A node's tool reads them through
+its node directory's link `fabric` (`$NG_NODE/fabric`, over SSH and under Slurm alike).
 """
 
 from __future__ import annotations
@@ -25,7 +26,16 @@ import shlex
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from nodegate.sim.fabric import SWITCH_PSID, Fabric, Link, Switch
+from nodegate.sim.fabric import (
+    BASE_FACTORS,
+    LINK_RATES,
+    SWITCH_PSID,
+    SYMBOL_ERRORS_PER_S,
+    XMIT_WAIT_STARVED_PER_S,
+    Fabric,
+    Link,
+    Switch,
+)
 from nodegate.sim.fleet_model import SimNode
 from nodegate.sim.tools.base import Provider, SimTool
 
@@ -174,20 +184,85 @@ def topology_key(fab: Fabric) -> dict[str, object]:
 def write_shared(fab: Fabric, root: Path, t0: int) -> None:
     """The fleet's `fabric/` files every node's tools read (written once per fleet)."""
     d = root / "fabric"
-    (d / "perfquery").mkdir(parents=True, exist_ok=True)
-    (d / "flint").mkdir(exist_ok=True)
+    d.mkdir(parents=True, exist_ok=True)
     (d / "t0").write_text(f"{t0}\n")
     (d / "ibnetdiscover-p.txt").write_text(ibnetdiscover_ports(fab))
     (d / "sminfo.txt").write_text(sminfo(fab))
     (d / "saquery-SMIR.txt").write_text(saquery_smir(fab))
     (d / "topology.json").write_text(json.dumps(topology_key(fab), indent=1) + "\n")
+    (d / "perfquery.awk").write_text(PERFQUERY_AWK)
+    rows = []
     for sw in fab.switches:
-        rows = (
-            text if base is None else f"{text}\t{base}\t{rate}"
-            for text, base, rate in perfquery_rows(fab, sw)
-        )
-        (d / "perfquery" / f"{sw.lid}.tsv").write_text("\n".join(rows) + "\n")
-        (d / "flint" / f"{sw.lid}.txt").write_text(flint_query(sw))
+        linked = [p for p in range(1, sw.ports + 1) if _linked(fab, sw.lid, p)]
+        symbol = sorted(p for lid, p in fab.symbol_error_ports if lid == sw.lid)
+        starved = sorted(p for lid, p in fab.starved_ports if lid == sw.lid)
+        lists = [",".join(map(str, c)) for c in (linked, symbol, starved)]
+        rows.append("\t".join([str(sw.lid), str(sw.ports), *lists, sw.guid, sw.firmware]))
+    (d / "switches.tsv").write_text("\n".join(rows) + "\n")
+    (d / "flint.awk").write_text(FLINT_AWK)
+
+
+def _linked(fab: Fabric, lid: int, port: int) -> bool:
+    link = fab.ports.get((lid, port))
+    return link is not None and link.remote is not None
+
+
+def _perfquery_awk() -> str:
+    """An awk program printing what perfquery_text prints, for `lid` at `t`, from one line of
+    switches.tsv (LID, ports, linked ports, symbol-error ports, starved ports): the counters'
+    formulas are Fabric.rates' tables, so a node's perfquery costs one awk, not a file per
+    switch of pre-rendered counters."""
+    lines = [
+        'function pad(s) { s = s ":"; while (length(s) < 33) s = s "."; return s }',
+        'BEGIN { FS = "\t" }',
+        "$1 == lid { n = $2; found = 1",
+        '  k = split($3, a, ","); for (i = 1; i <= k; i++) lk[a[i]] = 1',
+        '  k = split($4, a, ","); for (i = 1; i <= k; i++) se[a[i]] = 1',
+        '  k = split($5, a, ","); for (i = 1; i <= k; i++) sv[a[i]] = 1',
+        "  exit }",
+        "END { if (!found) exit 3",
+        "  for (p = 1; p <= n; p++) { L = (p in lk); S = (p in se); W = (p in sv)",
+        "    seed = lid * 1000 + p",
+        f'    print "# Port extended counters: Lid " lid " port " p " {CAP_MASK}"',
+        '    print pad("PortSelect") p',
+        '    print pad("CounterSelect") "0x0000"',
+    ]
+    for name in (*TRAFFIC, "", *ERRORS):
+        if not name:
+            lines.append('    print pad("CounterSelect2") "0x00000000"')
+            continue
+        src = _SAME_AS.get(name, name)
+        base = f"L * seed * {BASE_FACTORS[src]}" if src in BASE_FACTORS else "0"
+        if src == "PortXmitWait":
+            rate = f"(W ? {XMIT_WAIT_STARVED_PER_S} : L * {LINK_RATES[src]})"
+        elif src == "SymbolErrorCounter":
+            rate = f"S * {SYMBOL_ERRORS_PER_S}"
+        else:
+            rate = f"L * {LINK_RATES[src]}" if src in LINK_RATES else "0"
+        lines.append(f'    printf "%s%.0f\\n", pad("{name}"), {base} + {rate} * t')
+    lines += ["  }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+PERFQUERY_AWK = _perfquery_awk()
+
+
+def _flint_awk() -> str:
+    """An awk program printing flint_query of the switch at `lid` from its switches.tsv line
+    (column 6 its GUID, 7 its firmware); exit 3 when no switch has that LID."""
+    template = flint_query(Switch("", "", "0x@GUID@", 0, 0, "@FW@"))
+    prints = []
+    for line in template.splitlines():
+        text = '"' + line.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        text = text.replace("@FW@", '" $7 "').replace("@GUID@", '" substr($6, 3) "')
+        prints.append(f"  print {text}")
+    body = "\n".join(prints)
+    return f'BEGIN {{ FS = "\\t" }}\n$1 == lid {{ found = 1\n{body}\n  exit }}\n' + (
+        "END { if (!found) exit 3 }\n"
+    )
+
+
+FLINT_AWK = _flint_awk()
 
 
 # -- the node's tools ---------------------------------------------------------------------
@@ -207,43 +282,52 @@ for ng_a do
 done
 [ -z "$ng_next" ] || ng_x=1
 ng_rest=${ng_rest# }
-ng_fab=${NG_NODE%/by-addr/*}/fabric"""
+ng_fab=$NG_NODE/fabric"""
 
 
-def _port_check(tool: str, up: list[str], down: list[str]) -> str:
+def _port_check(tool: str, up: list[str], down: list[str], down_cmd: str = "") -> str:
     """Shell: the named port (default the first active rail) is an active rail of this node,
-    else the real tool's failure; `$1` is the message a down port gets."""
+    else the real tool's failure: on a down port its IBEXIT line with `$ng_down`, or
+    `down_cmd`."""
     first = up[0] if up else "mlx5_0:1"
     ca, _, port = first.partition(":")
     up_pat = "|".join(shlex.quote(p) for p in up) or "ng-none"
     down_pat = "|".join(shlex.quote(p) for p in down) or "ng-none"
     t = shlex.quote(tool)
+    ibexit = "printf '%s: iberror: failed: %s\\n' " + t + ' "$ng_down"'
     return f"""[ -n "$ng_ca" ] || ng_ca={ca}
 [ -n "$ng_port" ] || ng_port={port}
 case "$ng_ca:$ng_port" in
   {up_pat}) ;;
-  {down_pat}) printf '%s: iberror: failed: %s\\n' {t} "$ng_down"; return 255 ;;
+  {down_pat}) {down_cmd or ibexit}
+    return 255 ;;
   *) printf "%s: iberror: failed: Failed to open '%s' port '%s'\\n" {t} "$ng_ca" "$ng_port"
      return 255 ;;
 esac"""
 
 
-def _ports(node: SimNode, fab: Fabric) -> tuple[list[str], list[str]]:
-    from nodegate.sim.tools.hca import node_hcas
+_DISCOVER_FAILED = "printf 'ibnetdiscover: iberror: failed: discover failed\\n\\n'"
+# ibdiag_sa.c sa_get_handle on a port without an SM LID (it prints "" for a named CA), then
+# saquery's IBPANIC (libibmad mad.h: `ibpanic: [pid] func: msg: %m`).
+_SA_UNBOUND = (
+    "printf 'ibwarn: [%s] sa_get_handle: No SM/SA found on port :%s\\n' $$ \"$ng_port\" >&2; "
+    "printf 'ibpanic: [%s] main: Failed to bind to the SA: Success\\n' $$ >&2"
+)
 
-    present = {d.name for d in node_hcas(node)}
-    mine = [c for c in fab.cas if c.node == node.name]
+
+def _ports(node: SimNode, fab: Fabric) -> tuple[list[str], list[str]]:
+    mine = fab.by_node.get(node.name, ())
     up = [f"{c.device}:1" for c in mine if c.link.remote is not None]
-    down = [f"{c.device}:1" for c in mine if c.link.remote is None and c.device in present]
+    down = [f"{c.device}:1" for c in mine if c.link.remote is None and c.present]
     return up, down
 
 
 def _no_sm(tool: str, lid: int) -> str:
     """Shell: what a tool that asks the SM prints when no SM answers at its LID."""
-    if tool == "saquery":
+    if tool == "saquery":  # saquery.c get_any_records; main returns the errno (ETIMEDOUT)
         return (
             "printf 'ibwarn: [%s] sa_query: umad_recv failed: attr 0x18: Connection timed "
-            "out\\n\\n' $$ >&2; return 255"
+            "out\\n\\nQuery SA failed: Connection timed out\\n' $$ >&2; return 110"
         )
     return (
         f"printf 'ibwarn: [%s] mad_rpc: _do_madrpc failed; dport (Lid {lid})\\n' $$ >&2; "
@@ -262,8 +346,9 @@ def tools(node: SimNode, fab: Fabric) -> Iterable[SimTool]:
             [
                 _PORT_ARGS,
                 'case "$ng_rest" in -p|--ports) ;; *) ng_x=1 ;; esac',
-                'if [ -z "$ng_x" ]; then ng_down="discover failed"',
-                _port_check("ibnetdiscover", up, down),
+                'if [ -z "$ng_x" ]; then',
+                # ibnetdiscover.c: IBEXIT("discover failed\n"), a newline of its own
+                _port_check("ibnetdiscover", up, down, _DISCOVER_FAILED),
                 '/bin/cat "$ng_fab/ibnetdiscover-p.txt"; return $?',
                 "fi",
             ]
@@ -281,7 +366,7 @@ def tools(node: SimNode, fab: Fabric) -> Iterable[SimTool]:
                     _PORT_ARGS,
                     f'[ "$ng_rest" = {shlex.quote(want)} ] || ng_x=1',
                     'if [ -z "$ng_x" ]; then ng_down=query',
-                    _port_check(tool, up, down),
+                    _port_check(tool, up, down, _SA_UNBOUND if tool == "saquery" else ""),
                     body,
                     "fi",
                 ]
@@ -298,15 +383,15 @@ def tools(node: SimNode, fab: Fabric) -> Iterable[SimTool]:
                 'case "$ng_lid" in ""|*[!0-9]*) ng_x=1 ;; esac',
                 'if [ -z "$ng_x" ]; then ng_down="smp query nodeinfo failed"',
                 _port_check("perfquery", up, down),
-                'if [ ! -r "$ng_fab/perfquery/$ng_lid.tsv" ]; then',
+                'ng_t0=$(/bin/cat "$ng_fab/t0"); ng_now=$(/bin/date +%s)',
+                '/usr/bin/awk -v lid="$ng_lid" -v t=$((ng_now - ng_t0)) '
+                '-f "$ng_fab/perfquery.awk" "$ng_fab/switches.tsv"; ng_rc=$?',
+                "if [ $ng_rc = 3 ]; then  # no switch at that LID: the NodeInfo query times out",
                 "  printf 'ibwarn: [%s] mad_rpc: _do_madrpc failed; dport (Lid %s)\\n' $$ "
                 '"$ng_lid" >&2',
                 "  printf 'perfquery: iberror: failed: smp query nodeinfo failed\\n'; return 255",
                 "fi",
-                'ng_t0=$(/bin/cat "$ng_fab/t0"); ng_now=$(/bin/date +%s)',
-                "/usr/bin/awk -F '\\t' -v t=$((ng_now - ng_t0)) "
-                "'NF == 1 { print; next } { printf \"%s%.0f\\n\", $1, $2 + $3 * t }' "
-                '"$ng_fab/perfquery/$ng_lid.tsv"; return $?',
+                "return $ng_rc",
                 "fi",
             ]
         ),
@@ -316,7 +401,7 @@ def tools(node: SimNode, fab: Fabric) -> Iterable[SimTool]:
 
 def _flint_prelude(up: list[str], down: list[str]) -> str:
     ok = "|".join(shlex.quote(p.replace(":", ",")) for p in up) or "ng-none"
-    return f"""ng_fab=${{NG_NODE%/by-addr/*}}/fabric
+    return f"""ng_fab=$NG_NODE/fabric
 case "$#:$1:$3" in
   3:-d:q|3:-d:query) ;;
   *) printf '%s\\n' '-E- Unknown command or bad arguments. Run flint -h for usage.'; return 1 ;;
@@ -330,10 +415,11 @@ case "$2:$ng_lid" in
   lid-*:*[!0-9]*|lid-*:) printf '%s\\n' "-E- Cannot open Device: $2. Invalid argument."
     return 1 ;;
 esac
-if [ ! -r "$ng_fab/flint/$ng_lid.txt" ]; then
+/usr/bin/awk -v lid="$ng_lid" -f "$ng_fab/flint.awk" "$ng_fab/switches.tsv"; ng_rc=$?
+if [ $ng_rc = 3 ]; then  # no switch at that LID
   printf '%s\\n' "-E- Cannot open Device: $2. Connection timed out."; return 1
 fi
-/bin/cat "$ng_fab/flint/$ng_lid.txt"; return $?"""
+return $ng_rc"""
 
 
 # The fabric's node faults are listed with the other providers' (sim/tools/__init__.py);
