@@ -262,27 +262,6 @@ def test_switch_firmware_below_the_minimum_or_off_the_majority(tmp_path: Path) -
     assert fix == "update spine02's firmware to 31.2012.1068"
 
 
-def test_firmware_loop_framing_is_checked() -> None:
-    from nodegate.core.errors import ParseError
-    from nodegate.stages.fabric.facts import parse_firmware_loop
-
-    from tests.fabric_texts import flint_loop
-
-    got = parse_firmware_loop(flint_loop(Fabric(nodes=2)))
-    assert sorted(got)[:3] == [10, 11, 100] and got[10].version == "31.2012.1068"
-    text = flint_loop(Fabric(nodes=2))
-    first = text.split("# lid 11")[0].split("\n", 1)[1]  # LID 10's flint q
-    for broken, why in [
-        ("junk\n" + text, "no `# lid <n>` mark before the first switch's output"),
-        (text + "# lid 10\n" + first, "switch LID 10 printed twice"),
-        (text.replace("FW Version:            31.2012.1068", "FW Version:            x"),
-         "switch LID 10: FW Version 'x' is not major.minor.subminor"),
-    ]:  # fmt: skip
-        with pytest.raises(ParseError) as info:
-            parse_firmware_loop(broken)
-        assert info.value.reason == why
-
-
 def test_a_cable_moved_since_the_baseline_is_a_regression(tmp_path: Path) -> None:
     """No expected cabling (both runs pass): A/B mode still sees gpu002's rails 3 and 4 land
     on each other's ports and calls it a regression."""

@@ -6,7 +6,6 @@ Pure data plus the reader that fills it; only parsers parse.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -15,7 +14,7 @@ from typing import TypeVar
 from nodegate.core.errors import ParseError
 from nodegate.core.values import NodeOutcome
 from nodegate.framework.stage import OutcomeReader
-from nodegate.parsers.flint import SwitchFirmware, parse_switch_firmware
+from nodegate.parsers.flint import SwitchFirmware, parse_switch_firmware_loop
 from nodegate.parsers.ib_pkeys import PkeyEntry, parse_pkeys
 from nodegate.parsers.ib_sysfs import IbSysfs, parse_ib_sysfs
 from nodegate.parsers.ibnetdiscover import parse_ibnetdiscover_ports
@@ -39,9 +38,6 @@ from nodegate.stages.fabric.profile import FabricProfile
 from nodegate.stages.fabric.topology import Topology
 
 OBSERVER_KINDS = (DISCOVER, SMINFO, SAQUERY, COUNTERS, COUNTERS_AGAIN, FIRMWARE)
-# The firmware loop's framing, written by the stage's own command (commands.FIRMWARE_LOOP)
-# before each switch's `flint q` output; flint prints no line of this shape.
-_LID_MARK = re.compile(r"^# lid (\d{1,5})$", re.MULTILINE)
 T = TypeVar("T")
 
 PortKey = tuple[int, int]  # (switch LID, port)
@@ -143,7 +139,7 @@ def _observe(f: OutcomeReader, subnet: str, node: str) -> Observation:
     ports = f.parse(cid[DISCOVER], parse_ibnetdiscover_ports)
     first = f.parse(cid[COUNTERS], parse_perfquery)
     again = f.parse(cid[COUNTERS_AGAIN], parse_perfquery)
-    fw = f.parse(cid[FIRMWARE], parse_firmware_loop)
+    fw = f.parse(cid[FIRMWARE], parse_switch_firmware_loop)
     return Observation(
         subnet=subnet,
         observer=node,
@@ -152,31 +148,12 @@ def _observe(f: OutcomeReader, subnet: str, node: str) -> Observation:
         sms=f.parse(cid[SAQUERY], parse_saquery_smir),
         counters=None if first is None else _counters(first),
         counters_again=None if again is None else _counters(again),
-        firmware=fw,
+        firmware=None if fw is None else MappingProxyType({x.lid: x for x in fw}),
         errors={k: f.errors[c] for k, c in cid.items() if c in f.errors},
         evidence={k: f.evidence(c) for k, c in cid.items()},
-        sm_silent=ports is not None and all(_no_sm(f, cid[k]) for k in (SMINFO, SAQUERY)),
+        sm_silent=ports is not None and _no_sm(f, cid[SMINFO], cid[SAQUERY]),
         elapsed_s=_elapsed(f, cid[COUNTERS]),
     )
-
-
-def parse_firmware_loop(text: str) -> Mapping[int, SwitchFirmware]:
-    """The firmware loop's output: each `# lid <n>` mark, then that switch's `flint q`
-    (parsers.flint); text before the first mark, or a switch twice, is not the loop's."""
-    marks = list(_LID_MARK.finditer(text))
-    if not marks or text[: marks[0].start()].strip():
-        raise ParseError("flint", "no `# lid <n>` mark before the first switch's output")
-    out: dict[int, SwitchFirmware] = {}
-    for i, m in enumerate(marks):
-        lid = int(m.group(1))
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        if lid in out:
-            raise ParseError("flint", f"switch LID {lid} printed twice")
-        try:
-            out[lid] = parse_switch_firmware(text[m.end() : end], lid)
-        except ParseError as exc:
-            raise ParseError("flint", f"switch LID {lid}: {exc.reason}") from None
-    return MappingProxyType(out)
 
 
 def _elapsed(f: OutcomeReader, first_read: str) -> float | None:
@@ -186,10 +163,14 @@ def _elapsed(f: OutcomeReader, first_read: str) -> float | None:
     return sleep.duration_s + read.duration_s
 
 
-def _no_sm(f: OutcomeReader, cmd_id: str) -> bool:
-    """The command failed as an infiniband-diags query no SM/SA answers (exit 255)."""
-    r = f.result(cmd_id)
-    return r is not None and not r.timed_out and r.truncated is None and r.rc == 255
+def _no_sm(f: OutcomeReader, sminfo: str, saquery: str) -> bool:
+    """No SM answers: sminfo fails as infiniband-diags fail (IBEXIT, exit 255) and saquery SMIR
+    gets no SA (exit 255, or the query's errno: 110 ETIMEDOUT) while the fabric was
+    discovered; a tool missing (126, 127) or cut at its deadline is not that."""
+    a, b = f.result(sminfo), f.result(saquery)
+    if a is None or b is None or a.timed_out or b.timed_out or a.truncated or b.truncated:
+        return False
+    return a.rc == 255 and b.rc not in (None, 0, 126, 127)
 
 
 def build_facts(
