@@ -200,6 +200,17 @@ def test_fabric_faults_blamed_exactly(sim_fleet: Any, tmp_path: Path) -> None:
     assert html.count('<tr class="repair">') == 3
     assert html.count('class="bad-cable"') == 2  # the starved uplink, the one gone dark
     bad_leaves = re.findall(r'<g class="leaf bad-part">.*?<text[^>]*>([^<]+)</text>', html)
+    # replayed from its evidence (fleet stopped): the same plan, observers and verdicts
+    fleet.fleet.stop()
+    replay = ("--transport=replay", f"--replay={run.run_dir / 'raw'}")
+    again = fleet.run(
+        "-m", "reach or hca or fabric", "--profiles-dir", str(profiles), *replay, inventory=inv
+    )
+    keys = ("check", "node", "component", "status", "observed", "expected", "message")
+    assert sorted(tuple(json.dumps(v[k]) for k in keys) for v in verdicts(again)) == sorted(
+        tuple(json.dumps(v[k]) for k in keys) for v in vs
+    )
+    assert again.admission["infrastructure"] == infra
     # the leaves a failing rail lands on (expected side), or with a repair-list fault
     assert sorted(bad_leaves) == [
         "leaf-r01-rail1", "leaf-r01-rail2", "leaf-r01-rail3", "leaf-r01-rail4",
