@@ -80,6 +80,9 @@ FAILING = {
     *("hca.count", "hca.firmware.version", "hca.firmware.uniform", "hca.port.state"),
     *("hca.port.width", "hca.port.speed", "hca.port.rate", "hca.pcie.width"),
     *("hca.counters.errors", "hca.link.ber", "hca.gpudirect", "ib_pairs.rail.bandwidth"),
+    # The host's HCA faults as the fabric sees them: a missing HCA or a port down has no link
+    # partner (and a missing one no partition keys), a port at 2X or HDR is so at the switch.
+    *("fabric.cable.expected", "fabric.link", "fabric.pkey"),
 }
 LINE = re.compile(r"^  (\S+): (\S+) FAIL \[(.*?)\]: (.*)$")
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")

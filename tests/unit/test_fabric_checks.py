@@ -290,3 +290,13 @@ def test_a_cable_moved_since_the_baseline_is_a_regression(tmp_path: Path) -> Non
         ("gpu002", cable, "mlx5_4 (rail 4)", "leaf-r01-rail4 P2", "leaf-r01-rail3 P2",
          "moved since the baseline: leaf-r01-rail4 P2 -> leaf-r01-rail3 P2"),
     ]  # fmt: skip
+
+
+def test_a_rail_without_a_pkey_table_says_so(tmp_path: Path) -> None:
+    vs = run_fabric(Fabric(pkeys={("gpu003", 6): []}), PROFILE, tmp_path)
+    (v,) = [v for v in vs if v.status is not Status.PASS]
+    assert (v.node, v.check, v.component, v.observed, v.message, v.remediation) == (
+        "gpu003", "fabric.pkey", "mlx5_6 (rail 6)", "none",
+        "mlx5_6 port 1 has no P_Key table (the device or port is absent)",
+        "find why gpu003 has no mlx5_6 port 1 (the hca stage's checks)",
+    )  # fmt: skip

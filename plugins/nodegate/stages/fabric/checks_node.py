@@ -348,6 +348,9 @@ def pkey(c: AnyCheck, f: FabricFacts, prof: FabricProfile) -> list[Verdict]:
         problems += [f"0x{k:04x} limited member, not full" for k in limited]
         msg = "; ".join(problems)
         fix = f"add the partition(s) to {f.node} {r.device} in the SM's partition configuration"
+        if not held:  # no P_Key table at all: the device or its port is not there
+            msg = f"{r.device} port 1 has no P_Key table (the device or port is absent)"
+            fix = f"find why {f.node} has no {r.device} port 1 (the hca stage's checks)"
         out.append(
             judged(
                 c,
