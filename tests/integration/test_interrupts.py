@@ -22,7 +22,7 @@ from tests.integration.conftest import SimFleet, base_model
 pytestmark = pytest.mark.integration
 
 NODES = [f"gpu{i:03d}" for i in range(1, 9)]
-PASSIVE = ["reach", "pcie_gpu", "hca", "roce"]
+PASSIVE = ["reach", "pcie_gpu", "hca", "fabric", "roce"]
 WHY = "run interrupted during ib_pairs"
 
 
