@@ -300,3 +300,24 @@ def test_a_rail_without_a_pkey_table_says_so(tmp_path: Path) -> None:
         "mlx5_6 port 1 has no P_Key table (the device or port is absent)",
         "find why gpu003 has no mlx5_6 port 1 (the hca stage's checks)",
     )  # fmt: skip
+
+
+def test_nccl_names_the_leaves_a_failing_group_crosses() -> None:
+    from nodegate.stages.fabric.discovered import leaves_crossed, node_leaf
+    from nodegate.stages.nccl.checks import Judge
+
+    cabling = {
+        "gpu001": {"mlx5_0": "leaf-r01-rail0", "mlx5_1": "leaf-r01-rail1"},
+        "gpu009": {"mlx5_0": "leaf-r02-rail0", "mlx5_1": "leaf-r02-rail1"},
+    }
+    assert node_leaf(cabling, "gpu009", ["mlx5_0", "mlx5_1"]) == "leaf-r02-rail0"
+    assert node_leaf(cabling, "gpu002", ["mlx5_0"]) is None
+    assert leaves_crossed(cabling, ["gpu001", "gpu009", "gpu005"]) == [
+        "leaf-r01-rail0", "leaf-r01-rail1", "leaf-r02-rail0", "leaf-r02-rail1",
+    ]  # fmt: skip
+    judge = Judge(None, None, {}, None, cabling)  # type: ignore[arg-type]
+    assert judge.crossing(["gpu001", "gpu009"]) == (
+        "; it crosses 4 leaves: leaf-r01-rail0, leaf-r01-rail1, leaf-r02-rail0, "
+        "leaf-r02-rail1 (and their uplinks to the spines)"
+    )
+    assert Judge(None, None, {}, None).crossing(["gpu001"]) == ""  # type: ignore[arg-type]
