@@ -89,7 +89,9 @@ class FabricTransport(Transport):
         return out
 
 
-def nodes_of(fabric: Fabric, cabled: bool = True) -> list[Node]:
+def nodes_of(
+    fabric: Fabric, cabled: bool = True, labels: Mapping[str, Mapping[str, str]] | None = None
+) -> list[Node]:
     """The inventory's nodes: rack labels, and each rail's cable (switch, port) when `cabled`."""
     out = []
     for i, n in enumerate(fabric.names()):
@@ -102,9 +104,10 @@ def nodes_of(fabric: Fabric, cabled: bool = True) -> list[Node]:
             if cabled
             else {}
         )
-        labels = FrozenMap({"rack": rack})
+        extra = dict((labels or {}).get(n, {}))
+        node_labels = FrozenMap({"rack": rack, **extra})
         dp = DataPlane(cables=FrozenMap(cables))
-        out.append(Node(n, ("all",), labels, "generic-hgx-h100", SSHSettings(), dp))
+        out.append(Node(n, ("all",), node_labels, "generic-hgx-h100", SSHSettings(), dp))
     return out
 
 
@@ -115,8 +118,9 @@ def run_fabric(
     transport: FabricTransport | None = None,
     cleared: frozenset[str] | None = None,
     cabled: bool = True,
+    labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Verdict]:
-    nodes = nodes_of(fabric, cabled)
+    nodes = nodes_of(fabric, cabled, labels)
     t = transport or FabricTransport(fabric)
     ctx = StageContext(
         nodes, {n.name: profile for n in nodes}, t, tmp, StageOptions(), cleared=cleared

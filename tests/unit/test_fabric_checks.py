@@ -205,6 +205,15 @@ def test_observers_named_in_the_profile_come_first(tmp_path: Path) -> None:
     assert [n for n, ids in t.ran.items() if "ibnetdiscover_compute" in ids] == ["gpu003"]
 
 
+def test_the_inventory_may_name_observers(tmp_path: Path) -> None:
+    t = FabricTransport(Fabric())
+    prof = with_fabric(observers={"per_subnet": 2, "nodes": ["gpu002"]})
+    labels = {"gpu004": {"fabric_observer": "yes"}, "gpu003": {"fabric_observer": "no"}}
+    run_fabric(Fabric(), prof, tmp_path, t, labels=labels)
+    assert [n for n, ids in t.ran.items() if "ibnetdiscover_compute" in ids] == ["gpu002", "gpu004"]
+    assert STAGE._plan.observers == {"compute": ("gpu004", "gpu002")}
+
+
 def test_rail_on_the_wrong_leaf_by_the_naming_rule(tmp_path: Path) -> None:
     """No cabling in the inventory: the profile's rule names the leaf (the port is not said)."""
     fab = Fabric(wrong_leaf={"gpu003": (2, 5)})

@@ -117,13 +117,18 @@ class FabricStage(PassiveStage[FabricFacts, FabricProfile]):
         return build_facts(outcome, profile, self._plan)
 
 
+OBSERVER_LABEL = "fabric_observer"  # an inventory label naming a preferred observer
+YES = ("yes", "true", "1")
+
+
 def choose_observers(
     ctx: StageContext, profs: dict[str, FabricProfile]
 ) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
-    """Subnet -> its observers in order of preference (the profile's named nodes first, then
-    nodes in inventory order), among the nodes that passed every earlier stage; subnet -> why
-    it has none."""
+    """Subnet -> its observers in order of preference (nodes the inventory labels
+    `fabric_observer: "yes"`, then the profile's named nodes, then nodes in inventory order),
+    among the nodes that passed every earlier stage; subnet -> why it has none."""
     cleared = ctx.cleared
+    labels = {n.name: n.labels for n in ctx.nodes}
     members: dict[str, list[str]] = {}
     wanted: dict[str, tuple[int, tuple[str, ...]]] = {}
     for n in ctx.nodes:
@@ -136,7 +141,10 @@ def choose_observers(
     for subnet, nodes in members.items():
         count, named = wanted[subnet]
         fit = [n for n in nodes if cleared is None or n in cleared]
-        order = [n for n in named if n in fit] + [n for n in fit if n not in named]
+        # The inventory's own choice (label `fabric_observer: "yes"`), then the profile's.
+        labelled = [n for n in fit if labels.get(n, {}).get(OBSERVER_LABEL) in YES]
+        first = labelled + [n for n in named if n in fit and n not in labelled]
+        order = first + [n for n in fit if n not in first]
         if order:
             observers[subnet] = tuple(order[:count])
         else:
