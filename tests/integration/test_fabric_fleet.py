@@ -355,3 +355,34 @@ def test_ib_pairs_names_a_suspect_path_by_the_discovered_leaves(sim_fleet: Any) 
     assert sorted((tuple(p["leaves"]), p["rail"]) for p in loc["suspect_paths"]) == [
         ((f"leaf-r01-rail{r}", f"leaf-r03-rail{r}"), r) for r in range(8)
     ]
+
+
+def test_a_fabric_no_observer_can_discover_is_error_never_a_pass(sim_fleet: Any) -> None:
+    """Both observers' ibnetdiscover print garbage: every check that needs the topology is
+    ERROR for every node (none PASSes or FAILs); the SM (saquery still answered) and each
+    node's own partition keys are judged."""
+    garbage = [{"garbage": "ibnetdiscover"}]
+    run = sim_fleet(base_model(3, faults={"gpu001": garbage, "gpu002": garbage})).run(
+        "-m", "reach or fabric"
+    )
+    assert run.rc == 1, run.stdout[-3000:]
+    assert sorted(run.rejected()) == ["gpu001", "gpu002", "gpu003"]
+    vs = [v for v in verdicts(run) if v["check"].startswith("fabric.")]
+    assert {(v["check"], v["status"]) for v in vs if v["status"] != "error"} == {
+        ("fabric.pkey", "pass"), ("fabric.sm", "pass"),
+    }  # fmt: skip
+    mine = [
+        v for v in vs if v["node"] == "gpu003" and v["check"] not in ("fabric.pkey", "fabric.sm")
+    ]
+    assert len(mine) == 8 * 4 + 2  # 8 rails x 4 rail checks, firmware, uplinks
+    firmware = [v for v in mine if v["check"] == "fabric.switch.firmware"]
+    (why,) = {v["message"] for v in mine if v not in firmware}
+    assert why.startswith(
+        "subnet compute not read by any observer (gpu001: unrecognized output of "
+        "`ibnetdiscover -p -C mlx5_0 -P 1`: line 1: not a ports-report line:"
+    ), why
+    # the firmware loop finds no switch LID in what ibnetdiscover printed: not read either
+    (fw,) = firmware
+    assert fw["message"].startswith(
+        "subnet compute not read by any observer (gpu001: unrecognized output of `sh -c "
+    ), fw
