@@ -164,6 +164,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return rc
 
 
+def cmd_fabric(args: argparse.Namespace) -> int:
+    """`nodegate fabric snapshot RUN_DIR --out FILE`: the fabric a run discovered, as the
+    golden snapshot later runs diff against (inventory `settings.fabric_snapshot`)."""
+    from nodegate.stages.fabric.snapshot import write_snapshot
+
+    doc = write_snapshot(Path(args.run_dir), Path(args.out))
+    for name, sub in sorted(doc["subnets"].items()):
+        rails = sum(len(devs) for devs in sub["nodes"].values())
+        ups = sum(len(ports) for ports in sub["uplinks"].values())
+        print(
+            f"subnet {name}: {len(sub['nodes'])} nodes, {rails} rail cables, "
+            f"{len(sub['uplinks'])} leaves, {ups} uplinks -> {args.out}"
+        )
+    return 0
+
+
 def cmd_capture(args: argparse.Namespace) -> int:
     """Run the selected stages' commands on nodes and keep the outputs as a replay bundle."""
     from nodegate.core.settings import build_settings
@@ -329,6 +345,12 @@ def _parser() -> argparse.ArgumentParser:
         "--accept-new-hostkeys",
     )
     c.set_defaults(func=cmd_capture)
+
+    f = sub.add_parser("fabric", help="fabric topology: write a golden snapshot from a run")
+    f.add_argument("action", choices=["snapshot"], help="snapshot: the topology a run discovered")
+    f.add_argument("run_dir", help="a run directory whose fabric stage ran (reports/<run-id>)")
+    f.add_argument("--out", required=True, help="snapshot file to write (JSON)")
+    f.set_defaults(func=cmd_fabric)
 
     sub.add_parser(
         "run",

@@ -19,6 +19,7 @@ from .conftest import base_model
 def model_nodes(n: int) -> list[str]:
     return [f"gpu{i:03d}" for i in range(1, n + 1)]
 
+
 pytestmark = pytest.mark.integration
 
 FOREIGN = "admin: fan replaced, burn-in until Friday"

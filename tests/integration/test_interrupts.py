@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 NODES = [f"gpu{i:03d}" for i in range(1, 9)]
 # The stages before ib_pairs: the passive ones and gpu_load (active, node-local).
-EARLIER = ["reach", "pcie_gpu", "gpu_load", "hca", "roce"]
+EARLIER = ["reach", "pcie_gpu", "gpu_load", "hca", "fabric", "roce"]
 WHY = "run interrupted during ib_pairs"
 
 

@@ -102,7 +102,7 @@ def test_capture_replays_a_bundle_into_another(inv, tmp_path, capsys):
         ),
         (
             ["--stages", "reach,bogus"],
-            "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, gpu_load, hca, roce, "
+            "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, gpu_load, hca, fabric, roce, "
             "ib_pairs, nccl",
         ),
         (["--stages", "ib_pairs"], "stage ib_pairs is active; only passive stages can be captured"),
@@ -125,7 +125,7 @@ def test_every_subcommand_option_has_help():
         if not isinstance(a, argparse._HelpAction) and not a.help
     ]
     assert missing == []
-    assert sorted(sub.choices) == ["capture", "demo", "run", "sim"]
+    assert sorted(sub.choices) == ["capture", "demo", "fabric", "run", "sim"]
 
 
 def test_one_factory_builds_the_builtin_transports(inv, tmp_path):

@@ -13,6 +13,7 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.values import Part, Shell
 from nodegate.framework.active.addresses import PeerAddress, peer_address
 from nodegate.inventory import DataPlane, FrozenMap, load_inventory
+from nodegate.inventory.nodes import RailCable
 from nodegate.profiles import ProfileLibrary
 from nodegate.stages.ib_pairs.campaign import PairCampaign
 from nodegate.stages.ib_pairs.perftest import READY
@@ -170,3 +171,74 @@ def test_ib_write_bw_client_connects_to_the_servers_data_plane_address(tmp_path:
             "rails": {"0": {"address": "192.168.0.99", "from": "data_plane.rails.0"}},
         },
     }
+
+
+CABLED = """\
+version: 1
+defaults:
+  data_plane: {rails: {"0": {switch: leaf-r01-rail0}}}
+nodes:
+  "gpu[001-002]": {}
+  gpu001: {data_plane: {rails: {"0": {address: 10.0.0.1, port: 1}, "1": 10.0.1.1}}}
+  gpu002: {data_plane: {rails: {"0": {port: 2}, "3": {switch: leaf-r01-rail3, port: 2}}}}
+"""
+
+
+def test_rails_say_where_their_cables_land(tmp_path: Path) -> None:
+    got = _load(tmp_path, CABLED)
+    assert got["gpu001"] == DataPlane(
+        None,
+        FrozenMap({0: "10.0.0.1", 1: "10.0.1.1"}),
+        FrozenMap({0: RailCable("leaf-r01-rail0", 1)}),
+    )
+    assert got["gpu002"].cables == FrozenMap(
+        {0: RailCable("leaf-r01-rail0", 2), 3: RailCable("leaf-r01-rail3", 2)}
+    )
+    assert got["gpu002"].rails == FrozenMap()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ('{"0": {switch: leaf, port: 0}}', "nodes.gpu001.data_plane.rails.0.port: 0 out of range "
+         "(expected 1..255)"),
+        ('{"0": {swich: leaf}}', "nodes.gpu001.data_plane.rails.0.swich: unknown key 'swich' "
+         "(expected one of: address, port, switch)"),
+        ('{"0": {port: "3"}}', "nodes.gpu001.data_plane.rails.0.port: expected an integer, got a "
+         "string '3'"),
+        ('{"0": {}}', "nodes.gpu001.data_plane.rails.0: must not be empty"),
+        ("{\"0\": {switch: \"le'af\"}}", "nodes.gpu001.data_plane.rails.0.switch: \"le'af\" is not "
+         "a switch name (printable, no quote, <= 64)"),
+        ('{"0": {address: 10.0.0.300}}', "nodes.gpu001.data_plane.rails.0.address: '10.0.0.300' "
+         "is not an IP address (IPv4 or IPv6)"),
+    ],
+    ids=["port-range", "typo", "port-string", "empty", "quote", "bad-address"],
+)  # fmt: skip
+def test_rail_cable_errors_name_file_and_key(tmp_path: Path, spec: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, f"version: 1\nnodes:\n  gpu001: {{data_plane: {{rails: {spec}}}}}\n")
+    assert str(info.value) == f"{tmp_path / 'inv.yaml'}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "message"),
+    [
+        (None, "cannot read {p}: No such file or directory"),
+        ("{", "{p} is not JSON (Expecting property name enclosed in double quotes: line 1 "
+         "column 2 (char 1))"),
+        ('{"schema_version": 1, "run": "x", "subnets": {"c": {"nodes": {}}}}',
+         "{p} is not a fabric snapshot: subnets.c: 'uplinks' is a required property"),
+    ],
+    ids=["missing", "not-json", "schema"],
+)  # fmt: skip
+def test_fabric_snapshot_setting_is_checked_at_load(
+    tmp_path: Path, snapshot: str | None, message: str
+) -> None:
+    snap = tmp_path / "golden.json"
+    if snapshot is not None:
+        snap.write_text(snapshot)
+    text = "version: 1\nsettings: {fabric_snapshot: golden.json}\nnodes:\n  gpu001: {}\n"
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, text)
+    where = f"{tmp_path / 'inv.yaml'}: settings.fabric_snapshot: "
+    assert str(info.value) == where + message.format(p=snap)

@@ -14,6 +14,7 @@ from nodegate.core import results, schemas
 from nodegate.core.settings import OPTIONS
 from nodegate.profiles import profile_schema
 from nodegate.session.transports import BUILTIN
+from nodegate.sim.fabric_spec import SWITCH_FAULTS
 from nodegate.sim.fleet import known_faults
 from nodegate.stages.registry import STAGES
 
@@ -89,7 +90,9 @@ def test_readme_fault_list_is_the_simulators_faults() -> None:
     hardware = {"gpu_model", "hca"}  # hardware keys of a node's model, named among the faults
     for key in hardware:
         assert any(f'hw.get("{key}"' in p.read_text() for p in SIM.rglob("*.py")), key
-    assert names - hardware == set(known_faults()) - {"slurmd_down"}
+    # switch faults live under the model's `fabric: {faults: [...]}` (named with their key)
+    switch = set(SWITCH_FAULTS) | {"fabric"}
+    assert names - hardware == (set(known_faults()) - {"slurmd_down"}) | switch
     assert "Fault `slurmd_down`" in sim  # with the simulated Slurm it needs
 
 

@@ -83,8 +83,12 @@ def test_grep_r_follows_named_links_only(fleet: Fleet) -> None:
     assert both(fleet, "gpu001", f"grep -r . {IB}") == Out(1, "", "")
     out = both(fleet, "gpu001", f"grep -r . {IB}/mlx5_1/")
     lines = out.stdout.splitlines()
-    assert out.rc == 0 and len(lines) == 4 + 4 + 21  # no device/ (a link), 21 counters
-    assert {ln.split(":", 1)[0] for ln in lines if "/counters/" not in ln} == {
+    # no device/ (a link), 21 counters, a P_Key table of 16
+    assert out.rc == 0 and len(lines) == 4 + 4 + 21 + 16
+    assert sum("/ports/1/pkeys/" in ln for ln in lines) == 16
+    assert {
+        ln.split(":", 1)[0] for ln in lines if "/counters/" not in ln and "/pkeys/" not in ln
+    } == {
         f"{IB}/mlx5_1/{f}"
         for f in ("fw_ver", "board_id", "hca_type", "node_guid")
         + tuple(f"ports/1/{p}" for p in ("state", "phys_state", "rate", "link_layer"))

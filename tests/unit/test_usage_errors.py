@@ -137,9 +137,9 @@ CASES = {
     ),
     "no-inventory": Case(
         (),
-        "--inventory: missing; suites/test_gpu_load.py::test_h2d_bandwidth needs the nodes to "
-        "qualify "
-        "(a nodegate YAML, Ansible INI or Ansible YAML inventory; ini twin nodegate_inventory)",
+        "--inventory: missing; suites/test_fabric.py::test_fabric_cable_expected needs the nodes "
+        "to qualify (a nodegate YAML, Ansible INI or Ansible YAML inventory; ini twin "
+        "nodegate_inventory)",
     ),
     "run-id-path": Case(
         pytest_run("--run-id", "../x"),
@@ -170,8 +170,8 @@ CASES = {
     ),
     "capture-stages": Case(
         ("capture", "--inventory", "inv.yaml", "--stages", "bogus", "--out", "bundle"),
-        "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, gpu_load, hca, roce, ib_pairs, "
-        "nccl",
+        "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, gpu_load, hca, fabric, roce, "
+        "ib_pairs, nccl",
         cli=True,
     ),
     "capture-out-file": Case(

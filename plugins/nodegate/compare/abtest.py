@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from nodegate.compare.baseline import is_number, worst_status
-from nodegate.compare.jobs import JobChange, job_changes, job_checks
+from nodegate.compare.jobs import JobChange, job_changes, job_checks, placement_checks
 from nodegate.compare.jobs import fmt as _fmt
 from nodegate.compare.jobs import pct as _pct
 from nodegate.compare.regression import RegressionRules, describe_version_rule, version_regressed
@@ -170,6 +170,10 @@ def _value_change(
         return Change(node, "metric", check, comp, bv, None, unit, metric is not None, rule, msg)
     if bv == av:
         return None
+    if bv is not None and check in placement_checks():
+        msg = f"moved since the baseline: {_fmt(bv, unit)} -> {_fmt(av, unit)}"
+        rule = "a cable may not move since the baseline"
+        return Change(node, "fact", check, comp, bv, av, unit, True, rule, msg)
     version = rules.versions.get(check)
     bad = (
         version is not None

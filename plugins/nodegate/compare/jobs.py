@@ -30,6 +30,13 @@ def job_checks() -> frozenset[str]:
     return frozenset(cid for cid, (_stage, c) in checks_by_id().items() if c.measures == "job")
 
 
+@cache
+def placement_checks() -> frozenset[str]:
+    """The checks whose observation is where a part is (`Check.placement`: a cable's far
+    end); a change since the baseline is a regression."""
+    return frozenset(cid for cid, (_stage, c) in checks_by_id().items() if c.placement)
+
+
 def fmt(value: Any, unit: str | None = None) -> str:
     """A compared value for a message: `386 Gb/s`, `28.41.1000`, `not measured`."""
     if value is None:

@@ -51,6 +51,13 @@ class Check(Generic[F, P]):
     scope: Scope = "node"
     chart: Chart | None = None  # drawn among the report's first distributions; None: after
     measures: Measures = "node"
+    # The check judges the fabric's switches, cables between switches or subnet manager: a
+    # fault there is a repair-list item (admission.json `infrastructure`), and the nodes behind
+    # it PASS marked with it (`core.verdicts.marked`), never rejected for it.
+    infrastructure: bool = False
+    # The observed value is where a part is (a cable's far end: `leaf-r01-rail3 P12`): in A/B
+    # mode a change since the baseline is a regression (the cable moved).
+    placement: bool = False
 
 
 AnyCheck = Check[Any, Any]

@@ -93,3 +93,27 @@ def error(
         check.id, node, Status.ERROR, component, None, expected, unit=unit, message=message,
         remediation=remediation, evidence=evidence, remediation_class=remediation_class,
     )  # fmt: skip
+
+
+def marked(
+    check: AnyCheck,
+    node: str,
+    component: str,
+    observed: Any,
+    expected: Any,
+    message: str,
+    *,
+    remediation: str,
+    unit: str | None = None,
+    evidence: tuple[str, ...] = (),
+) -> Verdict:
+    """A node behind an infrastructure fault (a switch, a cable between switches, the subnet
+    manager): PASS for the node, which is not to blame, marked with the fault (`component`,
+    observed, expected, what to repair). Only an `infrastructure` check builds these; the
+    admission's repair list is made of them (`admission.infrastructure`)."""
+    if not check.infrastructure:
+        raise ValueError(f"{check.id}: only an infrastructure check marks nodes")
+    return Verdict(
+        check.id, node, Status.PASS, component, observed, expected, unit=unit,
+        message=message, remediation=remediation, evidence=evidence,
+    )  # fmt: skip

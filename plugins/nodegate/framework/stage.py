@@ -36,6 +36,7 @@ class StageOptions:
     max_active: int = DEFAULT_MAX_ACTIVE
     log: Callable[[str], None] | None = None  # active stages show their plan as they go
     progress: ProgressSink | None = None  # stages, nodes and rounds as they go (framework.progress)
+    fabric_snapshot: str | None = None  # the inventory's golden fabric snapshot (fabric stage)
 
 
 @dataclass
@@ -47,6 +48,9 @@ class StageContext:
     transport: Transport
     run_dir: Path
     options: StageOptions = field(default_factory=StageOptions)
+    # Nodes that passed every earlier stage of this run (the fabric stage picks its observers
+    # among them); None: not known (every node counts as cleared).
+    cleared: frozenset[str] | None = None
 
 
 class Stage(abc.ABC):
@@ -109,6 +113,11 @@ class PassiveStage(Stage, Generic[F, P]):
     @abc.abstractmethod
     def commands(self, node: Node, profile: Profile) -> list[CommandSpec]: ...
 
+    def plan(self, ctx: StageContext) -> dict[str, list[CommandSpec]]:
+        """Each node's commands. A stage whose commands depend on the other nodes (the fabric
+        stage's observers: one node per subnet runs the fabric queries) overrides this."""
+        return {n.name: self.commands(n, ctx.profiles[n.name]) for n in ctx.nodes}
+
     def profile_of(self, profile: Profile) -> P:
         """The stage's typed profile section (built once per profile)."""
         raise NotImplementedError(f"stage {self.name} has no typed profile")
@@ -142,7 +151,7 @@ class PassiveStage(Stage, Generic[F, P]):
         if not ready:
             self.announce(ctx)
         if ready:
-            plan = {n.name: self.commands(n, ctx.profiles[n.name]) for n in ready}
+            plan = self.plan(replace(ctx, nodes=ready))
             self.announce(ctx, max(StageScript("", "", tuple(s)).deadline_s for s in plan.values()))
             # Each node judged as its outcome comes in: its output is parsed while the others
             # still answer, and only its facts are kept (not ~400 KB of text per node).

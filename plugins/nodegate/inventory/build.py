@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import math
 import os
@@ -16,6 +17,7 @@ from nodegate.inventory.nodes import (
     FrozenMap,
     Inventory,
     Node,
+    RailCable,
     SSHSettings,
     natural_key,
 )
@@ -148,10 +150,38 @@ def make_data_plane(source: str, flat: Flat) -> DataPlane:
             if not rail.isdigit() or not rail.isascii():
                 raise fail(source, setting.where, f"rail {rail!r} is not a rail number (0, 1, ...)")
             rails[int(rail)] = _ip(source, setting, f"rail {rail} address")
+    cables: dict[int, RailCable] = {}
+    for key, setting in flat.items():
+        if key.startswith("data_plane.cables."):
+            rail, _, what = key[len("data_plane.cables.") :].partition(".")
+            if not rail.isdigit() or not rail.isascii():
+                raise fail(source, setting.where, f"rail {rail!r} is not a rail number (0, 1, ...)")
+            have = cables.get(int(rail), RailCable())
+            if what == "switch":
+                have = dataclasses.replace(have, switch=_switch(source, setting))
+            else:
+                have = dataclasses.replace(have, port=_switch_port(source, setting))
+            cables[int(rail)] = have
     return DataPlane(
         address=_ip(source, address, "address") if address is not None else None,
         rails=FrozenMap(sorted(rails.items())),
+        cables=FrozenMap(sorted(cables.items())),
     )
+
+
+def _switch(source: str, s: Setting) -> str:
+    """A switch's name as its node description reads (`leaf-r01-rail3`): printable, no quote."""
+    value = _text(source, s, "switch")
+    if not value.isprintable() or "'" in value or value != value.strip() or len(value) > 64:
+        raise fail(source, s.where, f"{value!r} is not a switch name (printable, no quote, <= 64)")
+    return value
+
+
+def _switch_port(source: str, s: Setting) -> int:
+    v = s.value
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 255:
+        raise fail(source, s.where, f"switch port {v!r} out of range (expected 1..255)")
+    return v
 
 
 def make_node(source: str, name: str, groups: Iterable[str], flat: Flat) -> Node:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP
 from ClusterShell.NodeUtils import GroupResolver
 
+from nodegate.core import schemas
 from nodegate.core.drainlimit import DrainLimit
 from nodegate.core.errors import ConfigError
 from nodegate.core.names import MAX_NODES, check_expression
@@ -89,7 +92,15 @@ def _flatten(spec: Mapping[str, Any] | None, where: str, base_dir: str) -> Flat:
     if "address" in plane:
         flat["data_plane.address"] = Setting(plane["address"], f"{where}.data_plane.address")
     for rail, value in (plane.get("rails") or {}).items():
-        flat[f"data_plane.rails.{rail}"] = Setting(value, f"{where}.data_plane.rails.{rail}")
+        at = f"{where}.data_plane.rails.{rail}"
+        if not isinstance(value, Mapping):  # the short form: the rail's address
+            flat[f"data_plane.rails.{rail}"] = Setting(value, at)
+            continue
+        if "address" in value:
+            flat[f"data_plane.rails.{rail}"] = Setting(value["address"], f"{at}.address")
+        for key in ("switch", "port"):  # where the rail's cable lands (the fabric stage)
+            if key in value:
+                flat[f"data_plane.cables.{rail}.{key}"] = Setting(value[key], f"{at}.{key}")
     return flat
 
 
@@ -193,10 +204,31 @@ def load_nodegate(source: str, doc: Mapping[str, Any]) -> Inventory:
         bound = None if drain is None else DrainLimit.of_data(drain)
     except ValueError as exc:  # `0%`, `150%`: the schema's pattern lets them through
         raise fail(source, "settings.max_drain", f"got {drain!r}, expected {exc}") from None
+    snap = run.get("fabric_snapshot")
+    if snap is not None:
+        snap = resolve_path(str(snap), base_dir)
+        check_snapshot(source, "settings.fabric_snapshot", snap)
     return dataclasses.replace(
         inventory,
         settings=InventorySettings(
             None if limit is None else int(limit),
-            bound,
+            max_drain=bound,
+            fabric_snapshot=snap,
         ),
     )
+
+
+def check_snapshot(source: str, key: str, path: str) -> None:
+    """The fabric snapshot an inventory names: readable JSON of schema `fabric_snapshot`."""
+    where = f"{source}: {key}"
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {path} is not JSON ({exc})") from None
+    errors = schemas.problems("fabric_snapshot", doc)
+    if errors:
+        e = errors[0]
+        msg = f"{where}: {path} is not a fabric snapshot: {schemas.where(e)}: {e.message}"
+        raise ConfigError(msg)

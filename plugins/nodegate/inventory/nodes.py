@@ -83,6 +83,15 @@ class SSHSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class RailCable:
+    """Where a rail's cable lands (`data_plane.rails.N: {switch, port}`): the switch's name
+    as its node description reads, and its port; None: not given."""
+
+    switch: str | None = None
+    port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DataPlane:
     """Where other nodes send traffic to this node (the address ib_write_bw or mpirun must
     use), apart from the management address SSH reaches; per rail where rails have their own
@@ -90,6 +99,7 @@ class DataPlane:
 
     address: str | None = None
     rails: Mapping[int, str] = field(default_factory=FrozenMap)  # rail index -> address
+    cables: Mapping[int, RailCable] = field(default_factory=FrozenMap)  # rail -> its cable
 
     def for_rail(self, rail: int | None) -> tuple[str, str] | None:
         """(address, inventory key it came from) for `rail`, else the node's; None if neither."""
@@ -118,6 +128,9 @@ class InventorySettings:
 
     max_active: int | None = None  # active stages' channel limit (--max-active)
     max_drain: DrainLimit | None = None  # the blast-radius bound of actions (--max-drain)
+    # The fabric's golden snapshot (`nodegate fabric snapshot`) later runs diff against;
+    # absolute, checked readable and well-formed at load.
+    fabric_snapshot: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

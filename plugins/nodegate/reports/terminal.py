@@ -203,6 +203,26 @@ def admission_notes(doc: Mapping[str, Any], where: str) -> list[str]:
     return lines
 
 
+REPAIR_LINES = 12  # repair-list items shown on the terminal; the rest are in admission.json
+
+
+def repair_lines(doc: Mapping[str, Any], where: str) -> list[str]:
+    """The repair list (admission.json `infrastructure`): one line per fault of a switch, a
+    cable between switches or the subnet manager, with the nodes behind it (not rejected)."""
+    items = doc.get("infrastructure") or []
+    if not items:
+        return []
+    lines = [f"REPAIR {len(items)} infrastructure faults (their nodes are not rejected for them):"]
+    for i in items[:REPAIR_LINES]:
+        lines.append(
+            f"  {i['component']}: {i['message']} -> {i['remediation']} "
+            f"[{i['check']}; behind it: {nodeset(i['nodes'])}]"
+        )
+    if len(items) > REPAIR_LINES:
+        lines.append(f"  +{len(items) - REPAIR_LINES} more (listed in {where})")
+    return lines
+
+
 def summary_lines(doc: Mapping[str, Any], admission_path: str) -> list[str]:
     """The whole section with no line budget (every fold shown), as tests and tools read it."""
     return decision_lines(doc, Paths(admission_path), budget=0)
@@ -253,6 +273,7 @@ def decision_lines(doc: Mapping[str, Any], paths: Paths, budget: int) -> list[st
         if len(untested) > HELD_LINES:
             lines.append(f"  (+{len(untested) - HELD_LINES} more in {paths.admission})")
     lines += [systemic_line(s) for s in doc.get("systemic") or ()]
+    lines += repair_lines(doc, paths.where())
     lines += admission_notes(doc, paths.where())
     lines.append(f"admission: {paths.admission}")
     if paths.report:

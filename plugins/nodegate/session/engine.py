@@ -150,6 +150,7 @@ class Engine:
                     transport=self.transport,
                     run_dir=self.run_dir,
                     options=self.options,
+                    cleared=frozenset(n.name for n in part if n.name not in blocked),
                 )
                 try:
                     verdicts = await stage.run(ctx)

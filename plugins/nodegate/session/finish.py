@@ -14,6 +14,7 @@ from _pytest.junitxml import xml_key
 
 from nodegate.admission.gate import admission_doc, decide, level_reason, write_admission
 from nodegate.admission.guard import drain_bound, find_systemic, mark_systemic
+from nodegate.admission.infrastructure import infrastructure_items
 from nodegate.admission.remediation import table_of
 from nodegate.compare.outliers import find_outliers, reject_blocking
 from nodegate.core.results import RAW_DIR, RunResult
@@ -23,6 +24,7 @@ from nodegate.session.collection import SITE_PREFIX, item_key
 from nodegate.session.run_stages import ITEMS, STARTING
 from nodegate.session.state import STATE, RunState, now
 from nodegate.stages.reach import SESSION_CHECK
+from nodegate.stages.registry import checks_by_id
 from nodegate.transport.evidence import existing_refs, expand_evidence
 
 # Exit codes (README "Exit codes"): pytest's own, plus 1 whenever a node is rejected, 6 when
@@ -161,6 +163,7 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         "stages": result.stages_run,
         **({"interrupted": result.interrupted} if result.interrupted else {}),
         **({"outliers": found.to_json()} if found is not None else {}),
+        **_infrastructure(result),
     }
     return admission_doc(
         decisions,
@@ -178,6 +181,15 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
             len(decisions),
         ),
     )
+
+
+def _infrastructure(result: RunResult) -> dict[str, Any]:
+    """admission.json's repair list, when a stage with infrastructure checks ran."""
+    infra = {c for c, (_s, check) in checks_by_id().items() if check.infrastructure}
+    if not any(check in infra for check, _node in result.verdicts):
+        return {}
+    verdicts = (v for (check, _n), vs in result.verdicts.items() if check in infra for v in vs)
+    return {"infrastructure": infrastructure_items(verdicts, infra)}
 
 
 def _junit_not_run(config: pytest.Config, state: RunState, why: str) -> None:

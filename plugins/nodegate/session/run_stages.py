@@ -64,6 +64,7 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
             max_active=state.settings.active_limit(state.inventory.settings.max_active),
             log=progress.log,
             progress=progress,
+            fabric_snapshot=state.inventory.settings.fabric_snapshot,
         ),
         waivers=state.waivers,
     )

@@ -88,6 +88,7 @@ def model_json(model: FleetModel, port: int) -> dict[str, object]:
         "profile": model.profile,
         "source": model.source,
         "port": port,
+        "fabric": dict(model.fabric),  # its shape and switch faults (fabric/topology.json: result)
         "nodes": [
             {
                 "name": n.name,

@@ -10,7 +10,9 @@ Layout of a fleet directory:
   lib.sh, lib-cat.sh, bin/{cat,grep,pgrep}   the nodes' view of host tools (sim/nodetools.py)
   nodes/<name>/bin    the node's tool stubs (first on its PATH), fn/<tool>.sh and fast.sh
                       the same tools as shell functions, root/ its files, climb.sh its
-                      climbing counters; by-addr/<ip> -> ../nodes/<name>
+                      climbing counters, fabric -> the fleet's fabric/; by-addr/<ip> ->
+                      ../nodes/<name>
+  fabric/             the InfiniBand fabric's shared answers and topology.json (sim/fabric.py)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from nodegate.core.errors import ConfigError
 from nodegate.core.names import check_name
+from nodegate.sim.fabric import Fabric, build_fabric
 from nodegate.sim.files import model_json, sshd_config, write_inventory
 from nodegate.sim.fleet_model import TOOL_FAULTS, FleetModel, SimNode, load_model
 from nodegate.sim.nodefs import Entry, TreeWriter
@@ -44,6 +47,7 @@ from nodegate.sim.tools import (
     render_function,
     render_tool,
 )
+from nodegate.sim.tools import fabric as fabric_tools
 from nodegate.transport.script import LAUNCHER
 
 ADDRS_PER_SSHD = 16  # OpenSSH's MAX_LISTEN_SOCKS
@@ -89,6 +93,9 @@ class Fleet:
         for tool in NODE_TOOLS:
             _write_exec(self.root / "bin" / tool, node_tool_stub(self.root, tool))
         writer, trees = TreeWriter(), []
+        # The InfiniBand fabric: its shared answers once, each node's observer tools below.
+        fab = build_fabric(model)
+        fabric_tools.write_shared(fab, self.root, int(time.time()))
 
         serving = [n for n in model.nodes if n.fault("unreachable") is None]
         groups = [serving[i : i + ADDRS_PER_SSHD] for i in range(0, len(serving), ADDRS_PER_SSHD)]
@@ -118,7 +125,7 @@ class Fleet:
                 f"  User {_user()}",
                 "",
             ]
-            trees.append(self._build_node(n))
+            trees.append(self._build_node(n, fab))
             if len(trees) == 64:
                 self._write_trees(writer, trees)
         cfg_lines += [
@@ -138,7 +145,7 @@ class Fleet:
         write_inventory(self.root, model)
         (self.root / "model.json").write_text(json.dumps(model_json(model, port), indent=1) + "\n")
 
-    def _build_node(self, n: SimNode) -> tuple[Path, Mapping[str, Entry]]:
+    def _build_node(self, n: SimNode, fab: Fabric) -> tuple[Path, Mapping[str, Entry]]:
         """Write the node's tools; returns its root and the files to write there."""
         d = self.root / "nodes" / n.name
         (d / "bin").mkdir(parents=True)
@@ -146,7 +153,7 @@ class Fleet:
             "unset BASH_ENV  # loaded once, by the launcher's bash; not by its children",
             FAST_TIMEOUT,
         ]
-        tools: list[SimTool] = node_tools(n)
+        tools: list[SimTool] = [*node_tools(n), *fabric_tools.tools(n, fab)]
         # Transport-level faults on tools no provider renders (host tools like cat).
         rendered = {t.name for t in tools}
         processes = {name for p in providers() for name in p.scripts(n)}
@@ -177,6 +184,7 @@ class Fleet:
         entries = {path: e for p in providers() for path, e in p.files(n).items()}
         (d / "root").mkdir()
         (d / MARK).symlink_to("root")
+        (d / "fabric").symlink_to(Path("..") / ".." / "fabric")  # the fleet's shared answers
         slow = n.fault("slow")
         if slow is not None:
             (d / "slow").write_text(f"{float(slow.arg or 5):g}\n")

@@ -91,6 +91,8 @@ class FleetModel:
     source: str
     nodes: tuple[SimNode, ...]
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The InfiniBand fabric's shape and switch-level faults (sim/fabric.py checks it).
+    fabric: Mapping[str, Any] = field(default_factory=dict)
     # Run settings its inventory carries (`settings:` of the inventory schema): by default a
     # lower channel limit than the product's, as every node's processes share this machine.
     settings: Mapping[str, Any] = field(default_factory=lambda: dict(SIM_SETTINGS))
@@ -174,7 +176,7 @@ def load_model(
         raise ConfigError(f"{p}: a fleet model is a mapping")
     allowed = {
         *("name", "profile", "nodes", "hardware", "racks", "overrides", "faults", "extra"),
-        "settings",
+        *("settings", "fabric"),
     }
     unknown = set(doc) - allowed
     if unknown:
@@ -230,6 +232,7 @@ def load_model(
         source=str(p),
         nodes=tuple(nodes),
         extra=doc.get("extra") or {},
+        fabric=doc.get("fabric") or {},
         settings=_settings(doc.get("settings"), f"{p}: settings"),
     )
 

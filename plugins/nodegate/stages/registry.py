@@ -7,6 +7,7 @@ from typing import Any
 
 from nodegate.core.checks import Check
 from nodegate.framework.stage import Stage
+from nodegate.stages.fabric import STAGE as FABRIC
 from nodegate.stages.gpu_load import STAGE as GPU_LOAD
 from nodegate.stages.hca import STAGE as HCA
 from nodegate.stages.ib_pairs import STAGE as IB_PAIRS
@@ -16,9 +17,9 @@ from nodegate.stages.reach import STAGE as REACH
 from nodegate.stages.roce import STAGE as ROCE
 
 # Pipeline order.
-STAGES: tuple[Stage, ...] = (REACH, PCIE_GPU, GPU_LOAD, HCA, ROCE, IB_PAIRS, NCCL)
+STAGES: tuple[Stage, ...] = (REACH, PCIE_GPU, GPU_LOAD, HCA, FABRIC, ROCE, IB_PAIRS, NCCL)
 # Stage names known to the plugin as markers, including stages still to come.
-STAGE_MARKERS = ("reach", "pcie_gpu", "gpu_load", "hca", "roce", "ib_pairs", "nccl")
+STAGE_MARKERS = ("reach", "pcie_gpu", "gpu_load", "hca", "fabric", "roce", "ib_pairs", "nccl")
 
 CheckEntry = tuple[Stage, Check[Any, Any]]
 

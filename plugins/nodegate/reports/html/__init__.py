@@ -29,6 +29,7 @@ from nodegate.core.results import REPORT_FILE, VERDICTS_FILE, RunResult
 from nodegate.core.safetext import printable
 from nodegate.reports.folding import node_state, nodeset
 from nodegate.reports.html.evidence import page_ref, write_pages
+from nodegate.reports.html.fabric import fabric_views
 from nodegate.reports.html.plots import plots
 from nodegate.reports.html.view import (
     evidence_nodes,
@@ -89,6 +90,8 @@ def render(
         groups=groups,
         plots=plots(verdicts_doc.get("verdicts", ())),
         nodes=node_views(doc, page),
+        fabrics=fabric_views(run_dir, doc, verdicts_doc),
+        repairs=doc.get("infrastructure") or [],
     )
 
 

@@ -54,13 +54,14 @@ __all__ = [
 
 def providers() -> list[Provider]:
     """Every stage's provider, in stage order (explicit registry, no discovery magic)."""
-    from nodegate.sim.tools import gpu_load, hca, ib_pairs, nccl, pcie_gpu, reach, roce
+    from nodegate.sim.tools import fabric, gpu_load, hca, ib_pairs, nccl, pcie_gpu, reach, roce
 
     return [
         reach.PROVIDER,
         pcie_gpu.PROVIDER,
         gpu_load.PROVIDER,
         hca.PROVIDER,
+        fabric.PROVIDER,
         roce.PROVIDER,
         ib_pairs.PROVIDER,
         nccl.PROVIDER,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import resources
 
 from nodegate.sim.fleet_model import SimNode
@@ -70,16 +71,24 @@ class Hca:
     symbol_errors: tuple[int, int] | None = None
     ber: tuple[str, str] = ("5E-10", "15E-255")  # raw, effective, as mlxlink prints them
     rx_los_lane: int | None = None
+    # P_Key table of port 1 as sysfs shows it (ports/1/pkeys/<i>), unused entries 0x0000.
+    pkeys: tuple[str, ...] = ()
 
 
 def _counters() -> dict[str, int]:
-    text = resources.files("nodegate").joinpath("sim/data/hca_port_counters.txt").read_text()
+    text = _counters_text()
     out = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.partition(":")
             out[name] = int(value)
     return out
+
+
+@cache
+def _counters_text() -> str:
+    """The counter set of a port, read once per process (a 5,000-node fleet asks 10,000 times)."""
+    return resources.files("nodegate").joinpath("sim/data/hca_port_counters.txt").read_text()
 
 
 def _guid(node: SimNode, i: int) -> str:
@@ -113,6 +122,8 @@ def node_hcas(node: SimNode) -> list[Hca]:
         )
     for d in devs:
         d.counters = dict(base)
+        d.pkeys = DEFAULT_PKEYS if d.link_layer == "InfiniBand" else ETHERNET_PKEYS
+    _fabric_faults(node, devs)
     by_name = {d.name: d for d in devs}
     for f in node.faults:
         hit = by_name.get(f.arg or "mlx5_4")
@@ -139,6 +150,28 @@ def node_hcas(node: SimNode) -> list[Hca]:
         elif f.kind == "hca_module_fault":
             d.rx_los_lane = 2
     return sorted(devs, key=lambda d: d.name)
+
+
+# The default partition (full member) and the compute partition 0x0001 (full member), in a
+# table cut to 16 entries (mlx5 ports have 128); a RoCE port's table holds the default only.
+PKEY_TABLE = 16
+DEFAULT_PKEYS = ("0xffff", "0x8001") + ("0x0000",) * (PKEY_TABLE - 2)
+ETHERNET_PKEYS = ("0xffff",) + ("0x0000",) * (PKEY_TABLE - 1)
+
+
+def _fabric_faults(node: SimNode, devs: list[Hca]) -> None:
+    """What the fabric's node faults (sim/fabric.py, ARG a rail) change on the host side."""
+    for f in node.faults:
+        if f.kind not in ("fabric_rail_unplugged", "fabric_pkey_missing"):
+            continue
+        name = f"mlx5_{f.arg or '4'}"
+        for d in devs:
+            if d.name != name:
+                continue
+            if f.kind == "fabric_rail_unplugged":  # no cable: what hca_port_down reads
+                d.state, d.phys_state, d.rate = "1: DOWN", "2: Polling", "40 Gb/sec (4X QDR)"
+            else:
+                d.pkeys = ("0xffff", "0x0000", *d.pkeys[2:])
 
 
 _LEGEND = """

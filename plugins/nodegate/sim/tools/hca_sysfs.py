@@ -4,7 +4,7 @@
     .../0000:18:00.0/{vendor,device,numa_node,current_link_speed,...}     the PCI function
     .../infiniband/mlx5_0/{fw_ver,board_id,hca_type,node_guid}
     .../infiniband/mlx5_0/device -> ../../../0000:18:00.0
-    .../infiniband/mlx5_0/ports/1/{state,phys_state,rate,link_layer,counters/*}
+    .../infiniband/mlx5_0/ports/1/{state,phys_state,rate,link_layer,counters/*,pkeys/*}
 
 Values as the kernel prints them (drivers/infiniband/core/sysfs.c, drivers/pci/pci-sysfs.c),
 from the corpus capture sysfs__infiniband-h100-cx7-ndr400-bf3-bond-gpud-fixture-grep.txt.
@@ -79,6 +79,8 @@ def device_tree(d: Hca) -> dict[str, Entry]:
     out.update({f"{fn}/{k}": v + "\n" for k, v in pci_values(d).items()})
     for name, value in sorted(d.counters.items()):
         out[f"{port}/counters/{name}"] = f"{value}\n"
+    for i, pkey in enumerate(d.pkeys):
+        out[f"{port}/pkeys/{i}"] = pkey + "\n"
     if d.symbol_errors is not None:
         first, second = d.symbol_errors
         out[f"{port}/counters/symbol_error"] = Counter(first, second - first)

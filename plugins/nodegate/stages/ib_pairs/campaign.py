@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from nodegate.core.values import Verdict
@@ -29,18 +29,24 @@ class PairCampaign(Campaign[PairTest]):
         rails: Sequence[Rail],
         members: Sequence[Node],
         transport: Transport,
+        leaves: Mapping[str, str] | None = None,
+        rail_leaf: Mapping[tuple[str, int], str] | None = None,
     ) -> None:
         self.name = name
         self.prof = prof
         self.rails = {r.rail: r for r in rails}
         self.nodes = tuple(n.name for n in members)
-        leaf = {n.name: n.labels.get("leaf", "") for n in members}
+        # A pair's path (same leaf or across the spines): the fabric this run discovered
+        # where it did (`leaves`), else the inventory's `leaf` label.
+        known = leaves or {}
+        leaf = {n.name: known.get(n.name) or n.labels.get("leaf", "") for n in members}
         self.localizer: PairLocalizer = PairLocalizer(
             self.nodes,
             leaf,
             sorted(self.rails),
             same_leaf=prof.pairing == "same_leaf",
             seed=prof.seed,
+            rail_leaf=rail_leaf,
         )
         self.performance = prof.floor
         # Where each node's server is reached, per rail: the data plane, not SSH's address.

@@ -61,6 +61,9 @@ class Localization:
     nodes: tuple[str, ...]
     leaf: Mapping[str, str]
     results: list[PairResult] = field(default_factory=list)
+    # The switch each (node, rail) lands on, where the fabric stage discovered it: a suspect
+    # path is named by the rail's own leaves (else by `leaf`).
+    rail_leaf: Mapping[tuple[str, int], str] = field(default_factory=dict)
     down: dict[str, str] = field(default_factory=dict)  # lost node -> why, the first time
     _subject: dict[tuple[str, int], list[PairResult]] = field(default_factory=dict)
     _history: dict[tuple[str, int], list[PairResult]] = field(default_factory=dict)
@@ -292,7 +295,10 @@ def suspect_paths(loc: Localization) -> list[tuple[str, str, int]]:
         if r.round.number == 1 and not r.passed and not r.lost:
             a, b = r.test.nodes()
             if loc.status(a, r.test.rail) == "cleared" and loc.status(b, r.test.rail) == "cleared":
-                la, lb = sorted((loc.leaf.get(a, "?"), loc.leaf.get(b, "?")))
+                rail = r.test.rail
+                la, lb = sorted(
+                    loc.rail_leaf.get((n, rail)) or loc.leaf.get(n, "?") for n in (a, b)
+                )
                 out.add((la, lb, r.test.rail))
     return sorted(out)
 
@@ -314,8 +320,10 @@ class PairLocalizer:
         *,
         same_leaf: bool,
         seed: int,
+        rail_leaf: Mapping[tuple[str, int], str] | None = None,
     ) -> None:
         self.loc = Localization(tuple(sorted(rails)), tuple(nodes), leaf)
+        self.loc.rail_leaf = dict(rail_leaf or {})
         self._first = round_one(nodes, leaf, sorted(rails), same_leaf=same_leaf, seed=seed)
 
     def first_rounds(self) -> list[PairRound]:

@@ -17,6 +17,7 @@ from nodegate.framework.active.skeleton import ActiveStage
 from nodegate.framework.stage import StageContext
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
+from nodegate.stages.fabric.discovered import discovered_cabling, node_leaf
 from nodegate.stages.ib_pairs.campaign import PairCampaign
 from nodegate.stages.ib_pairs.checks import CHECKS, CLEANUP
 from nodegate.stages.ib_pairs.plan import PairTest
@@ -39,7 +40,17 @@ class IbPairsStage(ActiveStage[PairTest]):
         if len(nodes) < 2:
             return self.unjudged(nodes[0].name, f"no partner node of profile {name} to test with")
         ibp = with_roce(ib_pairs_profile(profile), profile)
-        return PairCampaign(name, ibp, profile_rails(profile), nodes, ctx.transport)
+        rails = profile_rails(profile)
+        cabling = discovered_cabling(ctx.run_dir)
+        devices = [r.device for r in rails]
+        leaves = {n.name: leaf for n in nodes if (leaf := node_leaf(cabling, n.name, devices))}
+        on_rail = {
+            (n.name, r.rail): cabling[n.name][r.device]
+            for n in nodes
+            for r in rails
+            if r.device in cabling.get(n.name, {})
+        }
+        return PairCampaign(name, ibp, rails, nodes, ctx.transport, leaves, on_rail)
 
 
 def with_roce(ibp: IbPairsProfile, prof: Profile) -> IbPairsProfile:

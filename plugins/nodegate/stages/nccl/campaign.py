@@ -12,6 +12,7 @@ from nodegate.framework.active.addresses import PeerAddress, peer_address
 from nodegate.framework.active.campaign import Campaign, EvidenceRefs, Execution, Spawner
 from nodegate.framework.active.rounds import Sanity
 from nodegate.inventory import Node
+from nodegate.stages.fabric.discovered import Cabling, node_leaf
 from nodegate.stages.nccl.checks import Judge
 from nodegate.stages.nccl.launch import job_env, mpirun_script, run_mpirun, run_srun
 from nodegate.stages.nccl.plan import NcclJob, NcclLocalizer, auto_group_nodes
@@ -31,11 +32,18 @@ class NcclCampaign(Campaign[NcclJob]):
         members: Sequence[Node],
         transport: Transport,
         extra_env: Mapping[str, str],
+        cabling: Cabling | None = None,
     ) -> None:
         self.name = name
         self.prof = prof
         self.nodes = tuple(n.name for n in members)
-        leaf = {n.name: n.labels.get("leaf", "") for n in members}
+        # The fabric this run discovered (node -> device -> leaf), else the `leaf` labels.
+        self.cabling: Cabling = cabling or {}
+        leaf = {
+            n.name: node_leaf(self.cabling, n.name, sorted(self.cabling.get(n.name, {})))
+            or n.labels.get("leaf", "")
+            for n in members
+        }
         self.localizer: NcclLocalizer = NcclLocalizer(
             self.nodes,
             leaf,
@@ -149,5 +157,5 @@ class NcclCampaign(Campaign[NcclJob]):
         }
 
     def verdicts(self, evidence: EvidenceRefs[NcclJob]) -> list[Verdict]:
-        judge = Judge(self.localizer.loc, self.prof, self.readings, evidence.refs)
+        judge = Judge(self.localizer.loc, self.prof, self.readings, evidence.refs, self.cabling)
         return [v for n in self.nodes for v in judge.verdicts(n)]

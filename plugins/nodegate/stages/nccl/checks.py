@@ -12,6 +12,7 @@ from ClusterShell.NodeSet import NodeSet
 from nodegate.core.checks import AnyCheck, Chart, Check, CheckTable
 from nodegate.core.values import Status, Verdict
 from nodegate.framework.active.judge import failure_status
+from nodegate.stages.fabric.discovered import Cabling, leaves_crossed
 from nodegate.stages.nccl.plan import Localization, NcclJob, NcclOutcome
 from nodegate.stages.nccl.profile import NcclProfile
 from nodegate.stages.nccl.results import JobReading
@@ -70,8 +71,20 @@ class Judge:
         prof: NcclProfile,
         readings: Mapping[NcclJob, JobReading],
         refs: Refs,
+        cabling: Cabling | None = None,
     ) -> None:
         self.loc, self.prof, self.readings, self.refs = loc, prof, readings, refs
+        self.cabling: Cabling = cabling or {}
+
+    def crossing(self, group: Sequence[str]) -> str:
+        """`; it crosses leaf-r01-rail0, ...` for a failing group, when the fabric is known."""
+        leaves = leaves_crossed(self.cabling, group)
+        if not leaves:
+            return ""
+        shown = ", ".join(leaves[:16]) + (
+            f" (+{len(leaves) - 16} more)" if len(leaves) > 16 else ""
+        )
+        return f"; it crosses {len(leaves)} leaves: {shown} (and their uplinks to the spines)"
 
     def verdicts(self, node: str) -> list[Verdict]:
         return [self.single(node), self.whole(node), self.localized(node)]
@@ -218,7 +231,7 @@ class Judge:
         if group is not None:
             parts.append(
                 f"the fault needs a group of {len(group)} nodes, no single node to blame "
-                f"(smallest failing: {NodeSet.fromlist(list(group))})"
+                f"(smallest failing: {NodeSet.fromlist(list(group))}){self.crossing(group)}"
             )
         if self.loc.down:
             parts.append(f"lost: {NodeSet.fromlist(sorted(self.loc.down))}")
@@ -254,7 +267,8 @@ class Judge:
             group = self.loc.smallest_failing() or ()
             msg = (
                 f"the fault needs a group of {len(group)} nodes, no single node to blame "
-                f"(smallest failing: {NodeSet.fromlist(list(group))}); this node: {history}"
+                f"(smallest failing: {NodeSet.fromlist(list(group))}){self.crossing(group)}; "
+                f"this node: {history}"
             )
             status = self.status(self._unexplained(node))
             return Verdict(LOCALIZED.id, node, status, "node", message=msg,
