@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from nodegate.stages.registry import checks_by_id
+from nodegate.stages.registry import STAGES, checks_by_id
 
 from .conftest import REPO, base_model
 
@@ -147,7 +147,7 @@ def test_the_readme_waiver_admits_gpu014_through_every_stage(sim_fleet, tmp_path
     assert run.rc == 0, run.stdout
     doc = run.admission
     assert (doc["complete"], doc["summary"]["admitted"]) == (True, 4)
-    assert doc["stages"] == ["reach", "pcie_gpu", "hca", "roce", "ib_pairs", "nccl"]
+    assert doc["stages"] == [s.name for s in STAGES]
     node = doc["nodes"]["gpu014"]
     assert (node["state"], node["reasons"]) == ("admitted", [])
     assert [(w["check"], w["status"], w["component"].split()[0]) for w in node["waived"]] == [
@@ -158,8 +158,10 @@ def test_the_readme_waiver_admits_gpu014_through_every_stage(sim_fleet, tmp_path
     for line in (run.run_dir / "verdicts.json").read_text().splitlines():
         if '"node":"gpu014"' in line.replace(" ", ""):
             v = json.loads(line.rstrip(","))
-            if v["check"].startswith(("ib_pairs.", "nccl.")):
+            if v["check"].startswith(("gpu_load.", "ib_pairs.", "nccl.")):
                 got.setdefault(v["check"], set()).add(v["status"])
+    loaded = {c.id for s in STAGES if s.name == "gpu_load" for c in s.checks}
+    assert {c: got.pop(c) for c in loaded} == {c: {"pass"} for c in loaded}
     assert got == {
         "ib_pairs.rail.bandwidth": {"pass"}, "ib_pairs.cleanup": {"pass"},
         "nccl.single_node.busbw": {"pass"}, "nccl.whole.busbw": {"pass"},

@@ -291,7 +291,7 @@ def test_an_observer_lost_mid_stage_rejects_only_itself(sim_fleet: Any, tmp_path
     assert {v["status"] for v in vs if v["node"] == "gpu001"} == {"error"}
     assert not [v for v in vs if v["node"] != "gpu001" and v["status"] != "pass"]
     cable = [v for v in vs if v["check"] == "fabric.cable.expected" and v["node"] == "gpu003"]
-    assert all("raw/gpu002/fabric.json#ibnetdiscover_compute" in v["evidence"] for v in cable)
+    assert all("raw/gpu002/fabric.json.gz#ibnetdiscover_compute" in v["evidence"] for v in cable)
 
 
 def test_golden_snapshot_finds_a_moved_cable(sim_fleet: Any, tmp_path: Path) -> None:

@@ -220,6 +220,19 @@ def tools(node: SimNode) -> Iterable[SimTool]:
     state = shlex.quote(STATE)
     where = shlex.quote(STATE.rsplit("/", 1)[0])
     mark = f'mkdir -p "${{NG_NODE:?}}/root"{where}; : > "${{NG_NODE:?}}/root"{state}'
+    xid = node.fault("xid_under_load")
+    if xid is not None:  # the kernel logs it when the load starts, once, dated then
+        code = int((xid.arg or "13").partition("@")[0] or 13)
+        gpu = next(g for g in gpus if g.index == (faulty(node, "xid_under_load") or 0) % len(gpus))
+        text = r.XID_TEXT.get(code, "pid='<unknown>', name=<unknown>, ")
+        line = f"{node.name} kernel: NVRM: Xid (PCI:{gpu.bdf[:-2]}): {code}, {text}"
+        journal = f'"${{NG_NODE:?}}/root"{shlex.quote(r.RUNTIME_JOURNAL)}'
+        mark += (
+            f"; [ -e {journal} ] || {{ mkdir -p \"${{NG_NODE:?}}/root\"/var/log; "
+            f"ngl_e=$(date +%s); printf '%s %s %s\\n' \"$ngl_e\" "
+            f"\"$(date -u -d \"@$ngl_e\" +%Y-%m-%dT%H:%M:%S+0000)\" {shlex.quote(line)} "
+            f"> {journal}; }}"
+        )
     blocks = nvbandwidth_blocks(node, len(gpus))
     cases = " ".join(f"{k}) {printf(v)} ;;" for k, v in blocks.items())
     nvb = "\n".join(

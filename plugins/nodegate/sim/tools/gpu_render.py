@@ -237,6 +237,11 @@ BOOT_AGE_S = 600
 FAULT_AGE_S = 300
 
 
+# Kernel records logged at run time (by a simulated tool: an Xid under load), read by the
+# journalctl window with the build-time records; one `EPOCH line` per record.
+RUNTIME_JOURNAL = "/var/log/ngsim-kernel-runtime.journal"
+
+
 def journal_records(
     host: str,
     gpus: Sequence[SimGpu],
