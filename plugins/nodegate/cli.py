@@ -1,4 +1,5 @@
-"""`nodegate` command line: the demo, the simulated fleet, offline capture, and run sugar."""
+"""`nodegate` command line: the demo, the simulated fleet, offline capture, the run history,
+and run sugar."""
 
 from __future__ import annotations
 
@@ -313,6 +314,10 @@ def _parser() -> argparse.ArgumentParser:
         "--accept-new-hostkeys",
     )
     c.set_defaults(func=cmd_capture)
+
+    from nodegate.history.commands import add_parser as add_history_parser
+
+    add_history_parser(sub)
 
     sub.add_parser(
         "run",

@@ -187,7 +187,10 @@ def load_nodegate(source: str, doc: Mapping[str, Any]) -> Inventory:
     }
     inventory = build_inventory(source, "nodegate", settings, members)
     run = doc.get("settings") or {}  # schema-checked: known keys, whole numbers >= 1
-    limit = run.get("max_active")
+    limit, history = run.get("max_active"), run.get("history")
     return dataclasses.replace(
-        inventory, settings=InventorySettings(None if limit is None else int(limit))
+        inventory,
+        settings=InventorySettings(
+            None if limit is None else int(limit), None if history is None else str(history)
+        ),
     )

@@ -116,6 +116,7 @@ class InventorySettings:
     """Run settings an inventory asks for (its `settings:`); the command line overrides each."""
 
     max_active: int | None = None  # active stages' channel limit (--max-active)
+    history: str | None = None  # the run history's URL (--history)
 
 
 @dataclass(frozen=True, slots=True)

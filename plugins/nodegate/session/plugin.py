@@ -27,6 +27,7 @@ from nodegate.session import (
     collection,
     display,
     finish,
+    history,
     hookspecs,
     report_wiring,
     run_stages,
@@ -51,6 +52,7 @@ PLUGINS: tuple[ModuleType, ...] = (
     finish,
     display,
     report_wiring,
+    history,
 )
 
 GUARD = pytest.StashKey[InterruptGuard]()
