@@ -26,7 +26,7 @@ def add_parser(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--history", dest="history_url", metavar="URL", help=URL_HELP)
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    q = h.add_subparsers(dest="question", required=True)
+    q = h.add_subparsers(dest="question", required=True, help="the question (or import)")
     n = q.add_parser(
         "nodes",
         parents=[common],

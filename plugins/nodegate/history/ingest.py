@@ -18,6 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
 
 from nodegate.admission.gate import Reason, causes
 from nodegate.admission.remediation import UNJUDGED_CLASS
@@ -113,9 +114,13 @@ def write_run(
     exit_code: int | None = None,
     source: str = "run",
 ) -> Written:
-    """Record one run (its admission document, verdicts, actions) in one transaction."""
-    with store.writing() as conn:
-        return _write(conn, doc, verdicts, actions, list(flags), exit_code, source)
+    """Record one run (its admission document, verdicts, actions) in one transaction;
+    HistoryError saying why when the database refuses it (nothing of the run is left)."""
+    try:
+        with store.writing() as conn:
+            return _write(conn, doc, verdicts, actions, list(flags), exit_code, source)
+    except SQLAlchemyError as exc:
+        raise store.fail(f"writing run {doc['run_id']}", exc) from None
 
 
 def _write(

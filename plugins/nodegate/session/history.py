@@ -10,7 +10,6 @@ the actions; a failed write keeps the run directory and exits 8 with the reason.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,9 @@ from nodegate.admission.gate import NodeDecision
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import ACTIONS_FILE, RunResult
 from nodegate.core.safetext import printable, printable_lines
-from nodegate.history import queries, rules
+from nodegate.history import rules
 from nodegate.history.ingest import Written, write_run
+from nodegate.history.judge import judge_run
 from nodegate.history.store import (
     OFF,
     HistoryError,
@@ -69,25 +69,18 @@ class HistoryRecorder:
         self, decisions: Mapping[str, NodeDecision], result: RunResult
     ) -> dict[str, Any] | None:
         """admission.json's `history` section (None when no rule is on); the flags applied."""
-        on = {n: r for n, r in self.rules.items() if r.enabled}
-        if not on:
+        if not any(r.enabled for r in self.rules.values()):
             return None
-        drift_metrics = {m for r in on.values() if r.drift.enabled for m in r.drift.metrics}
         self.state.run_dir.mkdir(parents=True, exist_ok=True)  # the default file's folder
         try:
-            with self.store.reading() as conn:
-                past = queries.node_history(conn, on, 0)
-                series = queries.metric_history(conn, on, drift_metrics, complete_only=True)
+            self.flags = judge_run(self.store, self.state.run_id, decisions, result, self.rules)
         except HistoryError as exc:
             self.failure = str(exc)
-            return {"store": self.shown, "flags": [], "error": self.failure}
         except Exception as exc:  # noqa: BLE001 - the rules cannot judge: the write says why
             self.failure = str(self.store.fail("reading the nodes' history", exc))
+        if self.failure is not None:
             return {"store": self.shown, "flags": [], "error": self.failure}
-        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        self.flags = rules.judge(self.state.run_id, decisions, result, on, past, series, now)
-        rules.apply(decisions, self.flags)
-        return {"store": self.store.shown, "flags": [f.to_json() for f in self.flags]}
+        return {"store": self.shown, "flags": [f.to_json() for f in self.flags]}
 
     @property
     def shown(self) -> str:
