@@ -123,7 +123,8 @@ def _wait_ready(server: PgServer, deadline: float) -> None:
 
     while True:
         try:
-            psycopg.connect(host=str(server.socket_dir), user=server.user, dbname="postgres").close()
+            sock = str(server.socket_dir)
+            psycopg.connect(host=sock, user=server.user, dbname="postgres").close()
             return
         except psycopg.OperationalError:
             if time.monotonic() > deadline:

@@ -82,7 +82,7 @@ def test_a_bad_run_directory_is_named_and_writes_nothing(history_url: str, tmp_p
     assert str(e.value) == f"history import {tmp_path / 'nope'}: not a directory"
     d = run_dir(tmp_path / "reports", healthy_and_one_slow("r-cut"))
     text = (d / "verdicts.json").read_text()
-    (d / "verdicts.json").write_text(text[: len(text) // 2] + "\n{\"check\": \n]}\n")
+    (d / "verdicts.json").write_text(text[: len(text) // 2] + '\n{"check": \n]}\n')
     with pytest.raises(ConfigError) as e:
         import_run(store, d)
     assert str(e.value).startswith(f"history import {d / 'verdicts.json'}: not a verdicts file")
@@ -100,7 +100,8 @@ def test_an_interrupted_run_is_recorded_as_interrupted(history_url: str) -> None
     assert (run["state"], run["interrupted_during"], run["exit_code"]) == (
         "interrupted", "ib_pairs", 2)  # fmt: skip
     assert [(e["state"], e["reason"]) for e in timeline] == [
-        ("rejected", "run.interrupted NOT_RUN: run interrupted during ib_pairs")]
+        ("rejected", "run.interrupted NOT_RUN: run interrupted during ib_pairs")
+    ]
     store.close()
 
 
