@@ -143,7 +143,11 @@ def _repeat(
     now: dt.datetime,
 ) -> list[Flag]:  # fmt: skip
     window = dt.timedelta(days=rule.days)
-    rejected = [p for p in past if p["state"] == REJECTED and p["at"] is not None]
+    # A run that rejected the node only to hold it back (this rule's own reason) is one of its
+    # clean runs, not a rejection.
+    held = {p["run_id"] for p in past if p["reason_check"] == REASON_PREFIX + REPEAT}
+    rejected = [p for p in past if p["state"] == REJECTED and p["at"] is not None
+                and p["run_id"] not in held]  # fmt: skip
     if d.state == REJECTED:
         recent = [p["run_id"] for p in rejected if p["at"] >= now - window] + [run_id]
         if len(recent) < rule.rejections:
@@ -159,9 +163,8 @@ def _repeat(
     if len(tripped) < rule.rejections:
         return []
     after = past[past.index(last) + 1 :]
-    if any(p["state"] == REJECTED for p in after):  # cannot be: `last` is the last rejection
-        return []
-    clean = [p["run_id"] for p in after if p["state"] == ADMITTED and p["run_state"] == "complete"]
+    clean = [p["run_id"] for p in after if p["run_state"] == "complete"
+             and (p["state"] == ADMITTED or p["run_id"] in held)]  # fmt: skip
     clean.append(run_id)
     if len(clean) >= rule.clean_runs:
         return []

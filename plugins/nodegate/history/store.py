@@ -32,7 +32,7 @@ SQLITE_WAIT_S = 30.0  # how long a write waits for a SQLite file another run hol
 PG_CONNECT_TIMEOUT_S = 10
 # Two controllers migrating one PostgreSQL at once: the second waits for the first.
 _PG_MIGRATION_LOCK = 0x6E6F6465  # "node"
-_USERINFO = re.compile(r"(://[^:/@]*:)[^@]*@")
+_USERINFO = re.compile(r"(://[^:/@]*:).*@")  # to the last @: an unquoted @ in it too
 
 
 class HistoryError(ConfigError):
@@ -116,7 +116,7 @@ class Store:
 def open_store(text: str, *, migrate: bool = True) -> Store:
     """Connect to the history at `text`, check its schema and (`migrate`) bring it to HEAD."""
     url = parse_url(text)
-    shown = url.render_as_string(hide_password=True)
+    shown = shown_url(text)  # as given (not re-encoded), the password out
     if url.drivername == "sqlite":
         folder = Path(str(url.database)).parent
         if not folder.is_dir():

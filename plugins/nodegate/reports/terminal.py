@@ -25,6 +25,7 @@ import pytest
 
 from nodegate.core.results import ADMISSION_FILE, REPORT_FILE
 from nodegate.core.safetext import printable
+from nodegate.history.rules import flag_lines
 from nodegate.reports.folding import Fold, clip_nodeset, folds, node_state, nodeset, reason_line
 
 
@@ -165,6 +166,7 @@ def admission_notes(doc: Mapping[str, Any], where: str) -> list[str]:
             f"WARNING waiver {w['index']} ({w['check']}{comp} on {w['nodes']}, owner "
             f"{w['owner']}) expired on {w['expires']}: ignored"
         )
+    lines += flag_lines(doc.get("history"))  # repeat offenders, drift, flapping (its own past)
     if doc.get("complete") is False and not doc.get("interrupted"):
         follow = (
             "reports/latest and actions follow it (--allow-incomplete)"
