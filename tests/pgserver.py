@@ -13,8 +13,11 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 START_DEADLINE_S = 60
@@ -130,3 +133,26 @@ def _wait_ready(server: PgServer, deadline: float) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One real PostgreSQL server for the session's history tests (`tests.pgserver`)."""
+    server = start_pg()
+    yield server
+    server.stop()
+
+
+_DBS = iter(range(1, 1_000_000))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty history database of each backend: a SQLite file in the test's directory,
+    or a new database on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'history.sqlite'}"
+    server = request.getfixturevalue("pg_server")
+    name = f"h{next(_DBS)}"
+    server.createdb(name)
+    return str(server.url(name))

@@ -7,6 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
+# The history tests' backends (a SQLite file; a real PostgreSQL server), shared with the
+# integration tests.
+from tests.pgserver import history_url, pg_server  # noqa: F401
+
 
 @pytest.fixture
 def python_signals() -> Iterator[None]:
@@ -21,28 +25,3 @@ def python_signals() -> Iterator[None]:
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[object]:
-    """One real PostgreSQL server for the session's history tests (`tests.pgserver`)."""
-    from tests.pgserver import start_pg
-
-    server = start_pg()
-    yield server
-    server.stop()
-
-
-_DBS = iter(range(1, 1_000_000))
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def history_url(request: pytest.FixtureRequest, tmp_path) -> str:
-    """A fresh, empty history database of each backend: a SQLite file in the test's directory,
-    or a new database on the session's PostgreSQL server."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'history.sqlite'}"
-    server = request.getfixturevalue("pg_server")
-    name = f"h{next(_DBS)}"
-    server.createdb(name)
-    return str(server.url(name))
