@@ -67,3 +67,27 @@ def test_two_demo_runs_show_the_recovered_node_and_the_new_offender(
     assert nodes["gpu003"]["last_reason"].startswith("reach.ssh [ssh] FAIL: unreachable")
     table = nodegate(tmp_path, "history", "nodes", "--history", url).stdout
     assert "gpu002" in table and "gpu003" in table and "reach.ssh [ssh] FAIL" in table
+
+
+def test_the_ab_mode_compares_with_the_last_complete_run_in_the_history(
+    sim_fleet, tmp_path: Path, history_url: str
+) -> None:
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "reach-only.yaml").write_text(PROFILE)
+    given = () if history_url.startswith("sqlite") else (f"--history={history_url}",)
+    args = ("-m", "reach", f"--profiles-dir={tmp_path / 'profiles'}", "--profile=reach-only")
+    missing = sim_fleet(base_model(4)).run(*args, *given, "--compare-to=history:last-complete")
+    assert missing.rc == 4, missing.stdout
+    assert "--compare-to history:last-complete: " in missing.stdout
+    healthy = sim_fleet(base_model(4)).run(*args, *given)
+    assert healthy.rc == 0, healthy.stdout
+    older = sim_fleet(base_model(4, overrides={"gpu002": {"kernel": "5.15.0-91-generic"}}))
+    run = older.run(*args, *given, "--compare-to=history:last-complete")
+    assert run.rc == 7, run.stdout
+    compare = json.loads((run.run_dir / "compare.json").read_text())
+    base_id = healthy.admission["run_id"]
+    assert compare["baseline"] == {"run_id": base_id, "dir": f"history:{base_id}"}
+    assert {(c["scope"], c["check"], c["before"], c["after"]) for c in compare["changes"]
+            if c["regression"] and c["kind"] == "fact"} == {
+        ("gpu002", "reach.kernel.version", "5.15.0-105-generic", "5.15.0-91-generic")}  # fmt: skip
+    assert f"compared with baseline {base_id} (history:{base_id}): 4 nodes" in run.stdout

@@ -100,7 +100,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "--compare-to",
-        "CI A/B: compare this run with the baseline in DIR (compare.json; exit 7 if regressed)",
+        "CI A/B: compare this run with the baseline in DIR, or with a recorded run: "
+        "history:last-complete, history:<run-id> (compare.json; exit 7 if regressed)",
         "DIR",
     ),
     OptionSpec(
@@ -293,6 +294,8 @@ def _baseline_dir(g: _Given, *, must_exist: bool) -> Path | None:
     if g.value is None:
         return None
     path = Path(str(g.value))
+    if must_exist and str(g.value).startswith("history:"):
+        return path  # a run recorded in the history (nodegate.compare.from_history)
     if must_exist and not path.is_dir():
         raise g.bad("an existing directory holding a baseline.json (from --save-baseline)")
     if path.exists() and not path.is_dir():

@@ -156,6 +156,7 @@ def _write(
             "interrupted_during": doc.get("interrupted"),
             "exit_code": exit_code,
             "stages": ",".join(doc.get("stages", ())),
+            "checks": json.dumps(list(doc.get("checks", ()))),
             "nodes": int(summary["nodes"]),
             "admitted": int(summary["admitted"]),
             "rejected": int(summary["rejected"]),
@@ -181,7 +182,8 @@ def _write(
             rows.append({
                 "run": run, "node": node, "check": check, "component": comp_ids[v.component],
                 "status": v.status.value, "remediation_class": v.remediation_class,
-                "message": None if passed else v.message,
+                "observed": None if v.observed is None else encode(v.observed), "unit": v.unit,
+                "message": None if passed else v.message, "job": v.job,
             })  # fmt: skip
             if is_number(v.observed):
                 ref = v.reference
@@ -208,6 +210,9 @@ def _write(
             "message": f["message"], "based_on": json.dumps(list(f["based_on"])),
         } for f in flags])  # fmt: skip
     return Written(run_id, state, n_verdicts, n_measured, old is not None)
+
+
+encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 
 def _batches(verdicts: Iterable[Verdict]) -> Iterator[list[Verdict]]:

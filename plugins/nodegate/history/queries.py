@@ -7,6 +7,7 @@ older run takes its place in a node's timeline.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from nodegate.core.values import Status, Verdict
 from nodegate.history import schema as t
 
 REJECTED = "rejected"
@@ -255,3 +257,41 @@ def metric_history(
         for node, check, comp, run_id, value in conn.execute(q):
             out.setdefault((node, check, comp), []).append((run_id, value))
     return out
+
+
+def stored_run(conn: Connection, run_id: str) -> tuple[dict[str, Any], list[Verdict]] | None:
+    """A recorded run as its admission document's head and its verdicts (what a baseline is
+    built from: `nodegate.compare.baseline.baseline_doc`); None when it is not recorded."""
+    run = conn.execute(sa.select(t.runs).where(t.runs.c.run_id == run_id)).first()
+    if run is None:
+        return None
+    nodes = {
+        name: {"profile": profile, "admitted": state == "admitted", "state": state}
+        for name, profile, state in conn.execute(
+            sa.select(t.nodes.c.name, t.decisions.c.profile, t.decisions.c.state)
+            .join(t.nodes, t.nodes.c.id == t.decisions.c.node)
+            .where(t.decisions.c.run == run.id)
+            .order_by(t.nodes.c.name)
+        )
+    }
+    v, n, c, k = t.verdicts, t.nodes, t.checks, t.components
+    q = (
+        sa.select(c.c.name, n.c.name, v.c.status, k.c.name, v.c.observed, v.c.unit, v.c.message,
+                  v.c.remediation_class, v.c.job)
+        .select_from(v)
+        .join(n, n.c.id == v.c.node).join(c, c.c.id == v.c.check)
+        .join(k, k.c.id == v.c.component)
+        .where(v.c.run == run.id)
+    )  # fmt: skip
+    verdicts = [
+        Verdict(check, node, Status(status), comp, None if obs is None else json.loads(obs),
+                None, unit, msg or "", remediation_class=cls, job=job)
+        for check, node, status, comp, obs, unit, msg, cls, job in conn.execute(q)
+    ]  # fmt: skip
+    head = {
+        "run_id": run.run_id, "finished_at": _iso(run.finished_at), "inventory": run.inventory,
+        "transport": run.transport, "complete": run.state == t.COMPLETE,
+        "stages": [s for s in run.stages.split(",") if s], "checks": json.loads(run.checks),
+        "nodes": nodes,
+    }  # fmt: skip
+    return head, verdicts

@@ -42,6 +42,7 @@ runs = Table(
     Column("interrupted_during", String(80), nullable=True),
     Column("exit_code", Integer, nullable=True),
     Column("stages", Text, nullable=False),
+    Column("checks", Text, nullable=False),  # the check ids the run selected (JSON list)
     Column("nodes", Integer, nullable=False),
     Column("admitted", Integer, nullable=False),
     Column("rejected", Integer, nullable=False),
@@ -93,8 +94,11 @@ verdicts = Table(
     Column("check", Integer, nullable=False),
     Column("component", Integer, nullable=False),
     Column("status", String(5), nullable=False),
+    Column("observed", Text, nullable=True),  # JSON; None when nothing was observed
+    Column("unit", String(40), nullable=True),
     Column("remediation_class", String(20), nullable=True),  # a pass has none
     Column("message", Text, nullable=True),  # kept for what did not pass
+    Column("job", Text, nullable=True),  # the job a job-level number is of (Verdict.job)
     Index("ix_verdicts_run", "run"),
 )
 

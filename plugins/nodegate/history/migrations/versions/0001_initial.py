@@ -36,6 +36,7 @@ def upgrade() -> None:
         sa.Column("interrupted_during", sa.String(80), nullable=True),
         sa.Column("exit_code", sa.Integer, nullable=True),
         sa.Column("stages", sa.Text, nullable=False),
+        sa.Column("checks", sa.Text, nullable=False),
         sa.Column("nodes", sa.Integer, nullable=False),
         sa.Column("admitted", sa.Integer, nullable=False),
         sa.Column("rejected", sa.Integer, nullable=False),
@@ -72,8 +73,11 @@ def upgrade() -> None:
         sa.Column("check", sa.Integer, nullable=False),
         sa.Column("component", sa.Integer, nullable=False),
         sa.Column("status", sa.String(5), nullable=False),
+        sa.Column("observed", sa.Text, nullable=True),
+        sa.Column("unit", sa.String(40), nullable=True),
         sa.Column("remediation_class", sa.String(20), nullable=True),
         sa.Column("message", sa.Text, nullable=True),
+        sa.Column("job", sa.Text, nullable=True),
     )
     op.create_index("ix_verdicts_run", "verdicts", ["run"])
     op.create_table(
