@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from nodegate.core.values import Status, Verdict
+from nodegate.core.values import Status, Verdict, component_key, is_number
 from nodegate.history import schema as t
 
 REJECTED = "rejected"
@@ -295,3 +295,38 @@ def stored_run(conn: Connection, run_id: str) -> tuple[dict[str, Any], list[Verd
         "nodes": nodes,
     }  # fmt: skip
     return head, verdicts
+
+
+REPORT_NODES = 200  # rejected nodes report.html shows a past for (the page stays readable)
+
+
+def node_past(
+    conn: Connection, doc: Mapping[str, Any], runs_back: int = 5, points: int = 10
+) -> dict[str, dict[str, Any]]:
+    """For report.html, per node `doc` rejects (the first REPORT_NODES): its last `runs_back`
+    recorded decisions and, when its first cause is a number, that metric's recorded values
+    followed by this run's (`doc`: the run's admission document, not recorded yet)."""
+    rejected = [n for n, d in doc["nodes"].items() if d["state"] == REJECTED][:REPORT_NODES]
+    if not rejected:
+        return {}
+    past = node_history(conn, rejected, runs_back)
+    failed: dict[str, tuple[str, str, float, str | None]] = {}
+    for n in rejected:
+        for r in doc["nodes"][n]["reasons"]:
+            if r["status"] == "fail" and is_number(r.get("observed")):
+                failed[n] = (r["check"], component_key(r["component"]), r["observed"], r["unit"])
+                break
+    values = metric_history(conn, failed, {c for c, _, _, _ in failed.values()}, False)
+    out: dict[str, dict[str, Any]] = {}
+    for n in rejected:
+        trend = None
+        if n in failed:
+            check, comp, now, unit = failed[n]
+            seen = values.get((n, check, comp), [])[-(points - 1) :]
+            trend = {"check": check, "component": comp, "unit": unit,
+                     "points": [*seen, (doc["run_id"], now)]}  # fmt: skip
+        decisions = [{"run_id": d["run_id"], "state": d["state"], "reason": d["reason"]}
+                     for d in past.get(n, [])]  # fmt: skip
+        if decisions or trend:
+            out[n] = {"decisions": decisions, "trend": trend}
+    return out

@@ -20,7 +20,7 @@ from nodegate.admission.gate import NodeDecision
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import ACTIONS_FILE, RunResult
 from nodegate.core.safetext import printable, printable_lines
-from nodegate.history import rules
+from nodegate.history import queries, rules
 from nodegate.history.ingest import Written, write_run
 from nodegate.history.judge import judge_run
 from nodegate.history.store import (
@@ -81,6 +81,15 @@ class HistoryRecorder:
         if self.failure is not None:
             return {"store": self.shown, "flags": [], "error": self.failure}
         return {"store": self.shown, "flags": [f.to_json() for f in self.flags]}
+
+    def report_past(self, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+        """report.html's history of the rejected nodes (None when it cannot be read: the
+        page is written without it; the write at the end says what is wrong)."""
+        try:
+            with self.store.reading() as conn:
+                return queries.node_past(conn, doc)
+        except Exception:  # noqa: BLE001 - a report without history, never no report
+            return None
 
     @property
     def shown(self) -> str:

@@ -27,7 +27,13 @@ from nodegate.core.results import REPORT_FILE, VERDICTS_FILE, RunResult
 from nodegate.core.safetext import printable
 from nodegate.reports.folding import node_state, nodeset
 from nodegate.reports.html.plots import plots
-from nodegate.reports.html.view import heatmap, index_verdicts, node_views, rejected_by
+from nodegate.reports.html.view import (
+    heatmap,
+    index_verdicts,
+    node_views,
+    past_view,
+    rejected_by,
+)
 from nodegate.stages.registry import checks_by_id
 from nodegate.transport.evidence import evidence_file
 
@@ -44,10 +50,15 @@ def _template() -> jinja2.Template:
 
 
 def render(
-    doc: Mapping[str, Any], verdicts_doc: Mapping[str, Any], run_dir: Path | None = None
+    doc: Mapping[str, Any],
+    verdicts_doc: Mapping[str, Any],
+    run_dir: Path | None = None,
+    past: Mapping[str, Any] | None = None,
 ) -> str:
     """The page for one run's admission document and verdicts document; `run_dir`: where
-    the page goes, to link a node without a cited command to its stage file."""
+    the page goes, to link a node without a cited command to its stage file; `past`: per
+    rejected node, its recent decisions and the trend of its failed metric (the history's,
+    `nodegate.history.queries.node_past`)."""
 
     def stage_file(node: str, check: str) -> str | None:
         entry = checks_by_id().get(check)
@@ -71,11 +82,15 @@ def render(
         groups=groups,
         plots=plots(verdicts_doc.get("verdicts", ())),
         nodes=node_views(doc),
+        past={n: past_view(h) for n, h in (past or {}).items()},
     )
 
 
 def write_report(
-    run_dir: Path, doc: Mapping[str, Any], vdoc: Mapping[str, Any] | None = None
+    run_dir: Path,
+    doc: Mapping[str, Any],
+    vdoc: Mapping[str, Any] | None = None,
+    past: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write `run_dir/report.html` from `doc` and the verdicts document `vdoc` (default: read
     `run_dir/verdicts.json`; absent, no plots)."""
@@ -84,7 +99,7 @@ def write_report(
         vdoc = json.loads(vpath.read_text(encoding="utf-8")) if vpath.is_file() else {}
     out = run_dir / REPORT_FILE
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(render(doc, vdoc, run_dir), encoding="utf-8")
+    tmp.write_text(render(doc, vdoc, run_dir, past), encoding="utf-8")
     tmp.replace(out)
     return out
 
@@ -92,12 +107,18 @@ def write_report(
 class ReportWriter:
     """The `pytest_nodegate_admission` consumer that writes report.html."""
 
-    def __init__(self, result: Callable[[], RunResult | None]) -> None:
+    def __init__(
+        self,
+        result: Callable[[], RunResult | None],
+        past: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None,
+    ) -> None:
         self.result = result
+        self.past = past  # the rejected nodes' history, when the run keeps one
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal summary names it
     def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
         # The verdicts in memory, as verdicts.json holds them (at 1,024 nodes, reading the
         # file back would take longer than drawing the page).
         result = self.result()
-        write_report(run_dir, doc, result.to_json() if result is not None else None)
+        past = self.past(doc) if self.past is not None else None
+        write_report(run_dir, doc, result.to_json() if result is not None else None, past)
