@@ -145,3 +145,27 @@ def test_rules_on_name_repeat_offenders_on_the_terminal(site: Path, history_url)
     doc = json.loads((site / "reports" / "r2" / "admission.json").read_text())
     assert [f["node"] for f in doc["history"]["flags"]] == ["n1", "n2"]
     assert "s3cret" not in second.stdout
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ("drift: {enabled: true, metrics: [ib_pairs.rail.speed]}",
+         "ERROR: nodegate: profile bad-rules (profiles/bad-rules.yaml): history.drift.metrics: "
+         "ib_pairs.rail.speed: no such check"),
+        ("repeat_offender: {enabled: true, rejections: 0}",
+         "ERROR: nodegate: invalid profile profiles/bad-rules.yaml (extends _nvidia-xid, "
+         "_admission, _fleet-compare, generic-hgx-h100):"),
+    ],
+)  # fmt: skip
+def test_bad_rule_values_are_usage_errors(site: Path, section: str, message: str) -> None:
+    (site / "profiles").mkdir()
+    (site / "profiles" / "bad-rules.yaml").write_text(
+        "name: bad-rules\ndescription: x\nextends: generic-hgx-h100\nhistory:\n  " + section + "\n"
+    )
+    p = run(site, "--profiles-dir=profiles", "--profile=bad-rules")
+    assert (p.returncode, p.stdout) == (4, ""), p.stderr
+    assert p.stderr.splitlines()[0] == message.format(tmp=site)
+    if "invalid profile" in message:
+        assert "history.repeat_offender.rejections: 0 is less than the minimum of 2" in p.stderr
+    assert not (site / "reports").exists()

@@ -17,11 +17,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from nodegate.admission.gate import ADMITTED, REJECTED, NodeDecision, Reason, causes
+from nodegate.core.errors import ConfigError
 from nodegate.core.results import RunResult
 from nodegate.core.values import Status, component_key, is_number
 
@@ -79,6 +80,15 @@ class HistoryRules:
     @property
     def enabled(self) -> bool:
         return self.repeat_offender.enabled or self.drift.enabled or self.flapping.enabled
+
+
+def validate_metrics(profiles: Iterable[Any], known_checks: Collection[str]) -> None:
+    """ConfigError for a `history.drift.metrics` entry naming no check (profiles: `Profile`s)."""
+    for p in profiles:
+        for check in rules_of(p.data).drift.metrics:
+            if check not in known_checks:
+                where = f"profile {p.name} ({p.source}): {SECTION}.drift.metrics"
+                raise ConfigError(f"{where}: {check}: no such check")
 
 
 def rules_of(profile_data: Mapping[str, Any]) -> HistoryRules:

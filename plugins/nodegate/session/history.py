@@ -32,6 +32,7 @@ from nodegate.history.store import (
     shown_url,
 )
 from nodegate.session.state import STATE, RunState
+from nodegate.stages.registry import checks_by_id
 
 HISTORY = pytest.StashKey["HistoryRecorder"]()
 EXIT_HISTORY_FAILED = 8  # README "Exit codes": like a failed action, the run's files are kept
@@ -161,6 +162,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if state is None or state.is_worker or config.option.collectonly:
         return
     url = history_url(state)
+    try:
+        rules.validate_metrics(state.profiles.values(), checks_by_id())
+    except ConfigError as exc:
+        raise pytest.UsageError(f"nodegate: {printable_lines(exc)}") from None
     asked = any(r.enabled for r in (rules.rules_of(p.data) for p in state.profiles.values()))
     if url is None:
         if asked:
