@@ -170,34 +170,42 @@ def _write(
                                           for n, d in node_docs.items()])  # fmt: skip
     checks, comps = Names(conn, t.checks), Names(conn, t.components)
     n_verdicts = n_measured = 0
+    encoded: dict[Any, str] = {}  # observed values repeat (16 lanes, a firmware version)
+    keys: dict[str, str] = {}  # component -> its key (a GPU's serial left out)
     for batch in _batches(verdicts):
         node_ids = nodes.ids_of(v.node for v in batch)
         check_ids = checks.ids_of(v.check for v in batch)
-        keys = {v.component: component_key(v.component) for v in batch}
-        comp_ids = comps.ids_of({*keys, *keys.values()})
+        here = {v.component for v in batch}
+        for c in here - keys.keys():
+            keys[c] = component_key(c)
+        comp_ids = comps.ids_of({*here, *(keys[c] for c in here)})
         rows, measured = [], []
         for v in batch:
-            node, check = node_ids[v.node], check_ids[v.check]
-            passed = v.status is Status.PASS
-            rows.append({
-                "run": run, "node": node, "check": check, "component": comp_ids[v.component],
-                "status": v.status.value, "remediation_class": v.remediation_class,
-                "observed": None if v.observed is None else encode(v.observed), "unit": v.unit,
-                "message": None if passed else v.message, "job": v.job,
-            })  # fmt: skip
-            if is_number(v.observed):
+            node, check, status, obs = (
+                node_ids[v.node],
+                check_ids[v.check],
+                v.status.value,
+                v.observed,
+            )
+            if obs is None:
+                text = None
+            else:
+                try:
+                    text = encoded.get(obs) or encoded.setdefault(obs, encode(obs))
+                except TypeError:  # a list or mapping: not a key
+                    text = encode(obs)
+            rows.append((run, node, check, comp_ids[v.component], status, text, v.unit,
+                         v.remediation_class, None if v.status is Status.PASS else v.message,
+                         v.job))  # fmt: skip
+            if type(obs) in (int, float):  # is_number, inlined: a bool is not a number
                 ref = v.reference
                 numeric = ref is not None and ref.direction != "one_of" and is_number(ref.value)
-                measured.append({
-                    "run": run, "node": node, "check": check,
-                    "component": comp_ids[keys[v.component]], "value": float(v.observed),
-                    "unit": v.unit, "status": v.status.value,
-                    "ref_direction": ref.direction if numeric and ref else None,
-                    "ref_value": float(ref.value) if numeric and ref else None,
-                })  # fmt: skip
-        conn.execute(sa.insert(t.verdicts), rows)
-        if measured:
-            conn.execute(sa.insert(t.measurements), measured)
+                measured.append((run, node, check, comp_ids[keys[v.component]], float(obs),
+                                 v.unit, status, ref.direction if numeric and ref else None,
+                                 float(ref.value) if numeric and ref else None))  # fmt: skip
+        _bulk(conn, t.verdicts, VERDICT_COLUMNS, rows)
+        measured.sort(key=lambda r: r[1:4])  # in the series index's order: fewer page splits
+        _bulk(conn, t.measurements, MEASUREMENT_COLUMNS, measured)
         n_verdicts += len(rows)
         n_measured += len(measured)
     _actions(conn, run, nodes, actions)
@@ -213,6 +221,30 @@ def _write(
 
 
 encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+VERDICT_COLUMNS = ("run", "node", "check", "component", "status", "observed", "unit",
+                   "remediation_class", "message", "job")  # fmt: skip
+MEASUREMENT_COLUMNS = ("run", "node", "check", "component", "value", "unit", "status",
+                       "ref_direction", "ref_value")  # fmt: skip
+
+
+def _bulk(conn: Connection, table: sa.Table, columns: tuple[str, ...], rows: list[Any]) -> None:
+    """Many rows at once on the transaction's own connection: PostgreSQL's COPY, SQLite's
+    executemany (through SQLAlchemy, a 5,000-node run's 1.4 million verdicts took a minute)."""
+    if not rows:
+        return
+    raw: Any = conn.connection.dbapi_connection
+    names = ", ".join(f'"{c}"' for c in columns)
+    if conn.dialect.name == "postgresql":
+        with raw.cursor() as cur, cur.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy:
+            for r in rows:
+                copy.write_row(r)
+        return
+    cur = raw.cursor()
+    try:
+        marks = ", ".join("?" * len(columns))
+        cur.executemany(f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})', rows)
+    finally:
+        cur.close()
 
 
 def _batches(verdicts: Iterable[Verdict]) -> Iterator[list[Verdict]]:
