@@ -97,24 +97,37 @@ def test_an_unusable_history_stops_the_run_before_any_connection(
     assert not (site / "reports").exists()  # no run directory: nothing was connected to
 
 
-def test_a_write_failure_at_the_end_keeps_the_run_and_exits_8(site: Path) -> None:
-    db = site / "h.sqlite"
-    open_store(f"sqlite:///{db}").close()
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")  # another run holds the file for longer than we wait
+def test_a_write_failure_at_the_end_keeps_the_run_and_exits_8(site: Path, history_url) -> None:
+    """Another run holds the database for longer than this one waits: SQLite's file lock,
+    PostgreSQL's lock on the runs table (`lock_timeout` in the URL)."""
+    open_store(history_url).close()  # at the newest schema: configure only reads
+    if history_url.startswith("sqlite"):
+        url = history_url + "?timeout=0.5"
+        holder = sqlite3.connect(history_url.removeprefix("sqlite:///"), isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        why = "database is locked (another run holds the file; waited 0.5 s)"
+    else:
+        import psycopg
+        from sqlalchemy.engine import make_url
+
+        url = history_url + "&options=-c%20lock_timeout%3D500"
+        u = make_url(history_url)
+        holder = psycopg.connect(host=str(u.query["host"]), user=u.username, dbname=u.database)
+        holder.execute("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")
+        why = "canceling statement due to lock timeout"
     try:
-        p = run(site, f"--history=sqlite:///{db}?timeout=0.5")
+        p = run(site, f"--history={url}")
     finally:
         holder.close()
     assert p.returncode == 8, p.stdout + p.stderr
-    assert (
+    (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("HISTORY WRITE FAILED")]
+    assert line == (
         f"HISTORY WRITE FAILED (exit 8; {site / 'reports' / 'r1'} is kept, `nodegate history "
-        f"import` it later): history sqlite:///{db}?timeout=0.5: writing run r1: database is "
-        "locked (another run holds the file; waited 0.5 s)"
-    ) in p.stdout
+        f"import` it later): history {url}: writing run r1: {why}"
+    )
     doc = json.loads((site / "reports" / "r1" / "admission.json").read_text())
     assert doc["summary"]["rejected"] == 2
-    assert recorded(f"sqlite:///{db}") == []
+    assert recorded(history_url) == []
 
 
 PROFILE = """\
