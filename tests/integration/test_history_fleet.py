@@ -50,7 +50,7 @@ def test_two_demo_runs_show_the_recovered_node_and_the_new_offender(
                      "--profile=reach-only", *given)  # fmt: skip
         assert p.returncode == 1, p.stdout + p.stderr
         (line,) = [ln for ln in p.stdout.splitlines() if " recorded in " in ln]
-        run_ids.append(line.split()[1])
+        run_ids.append(line.split()[2])
         assert line.endswith(f"recorded in {url.replace('%2F', '/')}: 32 verdicts, 0 measurements")
     q = nodegate(tmp_path, "history", "runs", "--json", "--history", url)
     runs = json.loads(q.stdout)

@@ -51,12 +51,13 @@ def test_a_run_is_recorded_by_default_beside_the_run_directories(site: Path) -> 
     p = run(site)
     assert p.returncode == 1, p.stdout + p.stderr
     db = site / "reports" / "history.sqlite"
-    assert f"run r1 (incomplete) recorded in sqlite:///{db}: 16 verdicts, 0 measurements" in (
-        p.stdout
+    assert (
+        f"history: run r1 (incomplete) recorded in sqlite:///{db}: 16 verdicts, 0 measurements"
+        in (p.stdout)
     )
     assert recorded(f"sqlite:///{db}") == [("r1", "incomplete", 1)]
     p = run(site, "--history=off", run_id="r2")
-    assert p.returncode == 1 and "nodegate history" not in p.stdout
+    assert p.returncode == 1 and "history: run" not in p.stdout
     assert recorded(f"sqlite:///{db}") == [("r1", "incomplete", 1)]
 
 

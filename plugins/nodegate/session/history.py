@@ -127,23 +127,19 @@ class HistoryRecorder:
         if self.failure is not None and int(session.exitstatus) in KEPT_EXITS:
             session.exitstatus = EXIT_HISTORY_FAILED
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(trylast=True)  # one line, no section of its own: the decision stays last
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.written is None and self.failure is None:
-            return
-        terminalreporter.section("nodegate history")
         if self.failure is not None:
             terminalreporter.write_line(
                 printable(f"HISTORY WRITE FAILED (exit 8; {self.state.run_dir} is kept, "
-                          f"`nodegate history import` it later): {self.failure}")
+                          f"`nodegate history import` it later): {self.failure}"), red=True,
             )  # fmt: skip
-            return
-        w = self.written
-        assert w is not None
-        terminalreporter.write_line(
-            printable(f"run {w.run_id} ({w.state}) recorded in {self.shown}: "
-                      f"{w.verdicts} verdicts, {w.measurements} measurements")
-        )  # fmt: skip
+        elif self.written is not None:
+            w = self.written
+            terminalreporter.write_line(
+                printable(f"history: run {w.run_id} ({w.state}) recorded in {self.shown}: "
+                          f"{w.verdicts} verdicts, {w.measurements} measurements")
+            )  # fmt: skip
 
 
 def _json(path: Path) -> dict[str, Any] | None:
