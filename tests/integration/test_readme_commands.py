@@ -122,6 +122,12 @@ PLAN: dict[str, Step] = {
     ".venv/bin/nodegate history yield": Step("", 0, "yield per run"),
     ".venv/bin/nodegate history mtbr --json": Step("", 0, '"node": "gpu001"'),
     ".venv/bin/nodegate history import reports/latest": Step("", 0, "replaced "),
+    ".venv/bin/python bench/bench_history.py": Step(
+        "--ingest-nodes 20 --runs 3 --nodes 8",
+        0,
+        "targets: ingest <= 10 s",
+        "the smallest sizes (both backends: its own PostgreSQL server)",
+    ),
     ".venv/bin/python bench/bench_report.py": Step(
         "--nodes 64", 0, "nodes (admitted / rejected)", "64 nodes, from the demo's run"
     ),
