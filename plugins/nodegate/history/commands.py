@@ -71,6 +71,8 @@ def _url(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
     from nodegate.history import queries
     from nodegate.history.ingest import import_run
     from nodegate.history.store import open_store, parse_url
@@ -90,15 +92,18 @@ def run(args: argparse.Namespace) -> int:
                 print(printable(f"{how} {w.run_id} ({w.state}) from {d}: {w.verdicts} verdicts, "
                                 f"{w.measurements} measurements -> {store.shown}"))  # fmt: skip
             return 0
-        with store.reading() as conn:
-            rows: list[dict[str, Any]] = {
-                "nodes": lambda: queries.node_states(conn, args.days),
-                "runs": lambda: queries.runs(conn),
-                "timeline": lambda: queries.timeline(conn, args.node),
-                "series": lambda: queries.series(conn, args.node, args.metric, args.component),
-                "yield": lambda: queries.yields(conn, args.runs),
-                "mtbr": lambda: queries.between_rejections(conn),
-            }[args.question]()
+        try:
+            with store.reading() as conn:
+                rows: list[dict[str, Any]] = {
+                    "nodes": lambda: queries.node_states(conn, args.days),
+                    "runs": lambda: queries.runs(conn),
+                    "timeline": lambda: queries.timeline(conn, args.node),
+                    "series": lambda: queries.series(conn, args.node, args.metric, args.component),
+                    "yield": lambda: queries.yields(conn, args.runs),
+                    "mtbr": lambda: queries.between_rejections(conn),
+                }[args.question]()
+        except SQLAlchemyError as exc:
+            raise store.fail(f"reading the history ({args.question})", exc) from None
     finally:
         store.close()
     if args.json:
