@@ -29,6 +29,7 @@ from nodegate.history import schema as t
 from nodegate.history.store import Store
 
 BATCH = 20_000  # verdict rows per INSERT batch
+STATUS_TEXT = {s: s.value for s in Status}
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +196,7 @@ def _write(
                 except TypeError:  # a list or mapping: not a key
                     text = encode(obs)
             rows.append((run, node, check, comp_ids[v.component], status, text, v.unit,
-                         v.remediation_class, None if v.status is Status.PASS else v.message,
+                         v.remediation_class, None if status == "pass" else v.message,
                          v.job))  # fmt: skip
             if type(obs) in (int, float):  # is_number, inlined: a bool is not a number
                 ref = v.reference
