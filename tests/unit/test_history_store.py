@@ -209,3 +209,14 @@ def test_two_controllers_writing_at_once_lose_no_row(history_url: str) -> None:
     assert count(stores[0], t.nodes) == 24 and count(stores[0], t.components) == 4
     for s in stores:
         s.close()
+
+
+def test_the_revisions_build_exactly_the_tables_the_code_writes(history_url: str) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    store = open_store(history_url)
+    with store.reading() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), t.METADATA)
+    store.close()
+    assert diff == []

@@ -68,7 +68,7 @@ def upgrade() -> None:
     op.create_index("ix_decisions_node_run", "decisions", ["node", "run"])
     op.create_table(
         "verdicts",
-        _run_fk(),
+        sa.Column("run", sa.Integer, nullable=False),  # no foreign key: see schema.py
         sa.Column("node", sa.Integer, nullable=False),
         sa.Column("check", sa.Integer, nullable=False),
         sa.Column("component", sa.Integer, nullable=False),
@@ -82,7 +82,7 @@ def upgrade() -> None:
     op.create_index("ix_verdicts_run", "verdicts", ["run"])
     op.create_table(
         "measurements",
-        _run_fk(),
+        sa.Column("run", sa.Integer, nullable=False),
         sa.Column("node", sa.Integer, nullable=False),
         sa.Column("check", sa.Integer, nullable=False),
         sa.Column("component", sa.Integer, nullable=False),
