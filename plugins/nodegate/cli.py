@@ -1,4 +1,5 @@
-"""`nodegate` command line: the demo, the simulated fleet, offline capture, and run sugar."""
+"""`nodegate` command line: the demo, the simulated fleet, offline capture, the run history,
+and run sugar."""
 
 from __future__ import annotations
 
@@ -351,6 +352,10 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("run_dir", help="a run directory whose fabric stage ran (reports/<run-id>)")
     f.add_argument("--out", required=True, help="snapshot file to write (JSON)")
     f.set_defaults(func=cmd_fabric)
+
+    from nodegate.history.commands import add_parser as add_history_parser
+
+    add_history_parser(sub)
 
     sub.add_parser(
         "run",

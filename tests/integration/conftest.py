@@ -19,6 +19,7 @@ from nodegate.sim.fleet import Fleet, build_fleet, find_sshd
 from nodegate.sim.slurm import SlurmCluster
 
 from tests.integration.subnets import Reservation, reserve
+from tests.pgserver import history_url, pg_server  # noqa: F401 - the history tests' backends
 
 REPO = Path(__file__).resolve().parents[2]
 _run_ids = itertools.count(0)

@@ -115,6 +115,21 @@ PLAN: dict[str, Step] = {
     ".venv/bin/python bench/bench_ib_pairs.py": Step(
         "--sizes 4 --faults 1 --subnet {subnet}", 0, "", "the smallest size, a fresh subnet"
     ),
+    # The history the runs above wrote (the workspace's reports/history.sqlite), after them.
+    ".venv/bin/nodegate history nodes": Step("", 0, "nodes: last state, rejections"),
+    ".venv/bin/nodegate history timeline gpu017": Step("", 0, "timeline of gpu017"),
+    ".venv/bin/nodegate history series gpu001 ib_pairs.rail.bandwidth --component mlx5_3": Step(
+        "", 0, "mlx5_3 port 1 (rail 3)"
+    ),
+    ".venv/bin/nodegate history yield": Step("", 0, "yield per run"),
+    ".venv/bin/nodegate history mtbr --json": Step("", 0, '"node": "gpu001"'),
+    ".venv/bin/nodegate history import reports/latest": Step("", 0, "replaced "),
+    ".venv/bin/python bench/bench_history.py": Step(
+        "--ingest-nodes 20 --runs 3 --nodes 8",
+        0,
+        "targets: ingest <= 10 s",
+        "the smallest sizes (both backends: its own PostgreSQL server)",
+    ),
     ".venv/bin/python bench/bench_report.py": Step(
         "--nodes 64", 0, "nodes (admitted / rejected)", "64 nodes, from the demo's run"
     ),

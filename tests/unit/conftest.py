@@ -7,6 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
+# The history tests' backends (a SQLite file; a real PostgreSQL server), shared with the
+# integration tests.
+from tests.pgserver import history_url, pg_server  # noqa: F401
+
 
 @pytest.fixture
 def python_signals() -> Iterator[None]:

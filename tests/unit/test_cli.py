@@ -125,7 +125,7 @@ def test_every_subcommand_option_has_help():
         if not isinstance(a, argparse._HelpAction) and not a.help
     ]
     assert missing == []
-    assert sorted(sub.choices) == ["capture", "demo", "fabric", "run", "sim"]
+    assert sorted(sub.choices) == ["capture", "demo", "fabric", "history", "run", "sim"]
 
 
 def test_one_factory_builds_the_builtin_transports(inv, tmp_path):

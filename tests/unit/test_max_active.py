@@ -68,7 +68,7 @@ def test_an_inventory_carries_run_settings(tmp_path: Path) -> None:
         (
             "{fanout: 3}",
             "settings.fanout: unknown key 'fanout' "
-            "(expected one of: fabric_snapshot, max_active, max_drain)",
+            "(expected one of: fabric_snapshot, history, max_active, max_drain)",
         ),
         ("[64]", "settings: expected a mapping or null, got a list [64]"),
     ],

@@ -15,6 +15,7 @@ from ClusterShell.NodeSet import NodeSet
 
 from nodegate.compare.abtest import FLEET, Change, Comparison, compare
 from nodegate.compare.baseline import load_baseline, run_baseline, save_baseline
+from nodegate.compare.from_history import history_baseline, is_history_ref
 from nodegate.compare.jobs import JobChange
 from nodegate.compare.regression import RegressionRules, regression_rules
 from nodegate.core import schemas
@@ -172,21 +173,25 @@ class ABMode:
         self.regressed = False
 
     @classmethod
-    def configure(cls, settings: Settings, profiles: Mapping[str, Profile]) -> ABMode | None:
+    def configure(
+        cls, settings: Settings, profiles: Mapping[str, Profile], history: str | None = None
+    ) -> ABMode | None:
         """None when neither option is given; ConfigError for a baseline this run cannot use
-        (unreadable, another fleet or profile, a profile without `regression:`)."""
+        (unreadable, another fleet or profile, a profile without `regression:`).
+        `history`: the run history's URL, for `--compare-to history:<run>`."""
         if settings.save_baseline is None and settings.compare_to is None:
             return None
-        baseline, rules = None, {}
-        if settings.compare_to is not None:
-            baseline = load_baseline(settings.compare_to)
-            check_same_fleet(
-                baseline, {n: p.name for n, p in profiles.items()}, settings.compare_to
-            )
-            check_same_level(baseline, settings.level, settings.compare_to)
+        baseline, rules, where = None, {}, settings.compare_to
+        if where is not None:
+            if is_history_ref(where):
+                baseline, where = history_baseline(str(where), history)
+            else:
+                baseline = load_baseline(where)
+            check_same_fleet(baseline, {n: p.name for n, p in profiles.items()}, where)
+            check_same_level(baseline, settings.level, where)
             known = set(checks_by_id())
             rules = {p.name: regression_rules(p, known) for p in profiles.values()}
-        return cls(settings.save_baseline, settings.compare_to, baseline, rules)
+        return cls(settings.save_baseline, where, baseline, rules)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session

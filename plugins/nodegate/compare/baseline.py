@@ -10,7 +10,6 @@ Schema: `schemas/baseline.schema.json`.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,26 +17,15 @@ from typing import Any
 from nodegate.core import schemas
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import ADMISSION_FILE, BASELINE_FILE, RunResult
+
+# A component's key and a metric's value are the history's too: named once, in core.
 from nodegate.core.values import Status, Verdict
+from nodegate.core.values import component_key as component_key
+from nodegate.core.values import is_number as is_number  # abtest, jobs, outliers
 
 SCHEMA_VERSION = 1
-_SERIAL = re.compile(r" serial \S+")
 # Worst first: a check's status on a node is its worst component's.
 _SEVERITY = (Status.ERROR.value, Status.FAIL.value, Status.SKIP.value, Status.PASS.value)
-
-
-def component_key(component: str) -> str:
-    """The component without a part's serial number.
-
-    >>> component_key("GPU3 0000:5d:00.0 serial 1650124032506 via 0000:15:01.0 (Root Port)")
-    'GPU3 0000:5d:00.0 via 0000:15:01.0 (Root Port)'
-    """
-    return _SERIAL.sub("", component)
-
-
-def is_number(value: Any) -> bool:
-    """A metric's value: an int or float, never a bool."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def worst_status(entries: Iterable[Mapping[str, Any]]) -> str:

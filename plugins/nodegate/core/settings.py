@@ -112,8 +112,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "--compare-to",
-        "CI A/B: compare this run with the baseline in DIR (compare.json; exit 7 if regressed)",
+        "CI A/B: compare this run with the baseline in DIR, or with a recorded run: "
+        "history:last-complete, history:<run-id> (compare.json; exit 7 if regressed)",
         "DIR",
+    ),
+    OptionSpec(
+        "--history",
+        "run history database: sqlite:///PATH, postgresql+psycopg://USER@HOST/DB or off "
+        "(default: the inventory's settings.history, else sqlite:///<reports-dir>/history.sqlite)",
+        "URL",
     ),
     # Admission (nodegate.admission, nodegate.actions)
     OptionSpec("--waivers", "YAML file of waivers: check, nodes, reason, owner, expires", "FILE"),
@@ -181,6 +188,7 @@ class Settings:
     run_id: str | None = None  # None: the controller makes one up
     save_baseline: Path | None = None  # CI A/B mode (nodegate.compare.abmode)
     compare_to: Path | None = None
+    history: str | None = None  # a URL or "off" (nodegate.history); None: inventory, default
     waivers: Path | None = None
     allow_incomplete: bool = False
     act: tuple[str, ...] = ()
@@ -312,6 +320,8 @@ def _baseline_dir(g: _Given, *, must_exist: bool) -> Path | None:
     if g.value is None:
         return None
     path = Path(str(g.value))
+    if must_exist and str(g.value).startswith("history:"):
+        return path  # a run recorded in the history (nodegate.compare.from_history)
     if must_exist and not path.is_dir():
         raise g.bad("an existing directory holding a baseline.json (from --save-baseline)")
     if path.exists() and not path.is_dir():
@@ -403,6 +413,7 @@ def build_settings(
         run_id=_run_id(given("--run-id")),
         save_baseline=_baseline_dir(given("--save-baseline"), must_exist=False),
         compare_to=_baseline_dir(given("--compare-to"), must_exist=True),
+        history=_text(given("--history")),
         **_admission(given),
         progress=_progress(given("--progress")),
         item_reports=_boolean(given("--item-reports")),

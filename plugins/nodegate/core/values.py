@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -158,3 +159,20 @@ class Verdict:
             reference=None if d.get("reference") is None else Threshold.from_json(d["reference"]),
             job=d.get("job"),
         )
+
+
+_SERIAL = re.compile(r" serial \S+")
+
+
+def component_key(component: str) -> str:
+    """A verdict's component without a part's serial number.
+
+    >>> component_key("GPU3 0000:5d:00.0 serial 1650124032506 via 0000:15:01.0 (Root Port)")
+    'GPU3 0000:5d:00.0 via 0000:15:01.0 (Root Port)'
+    """
+    return _SERIAL.sub("", component)
+
+
+def is_number(value: Any) -> bool:
+    """A metric's value: an int or float, never a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -200,6 +200,7 @@ def load_nodegate(source: str, doc: Mapping[str, Any]) -> Inventory:
     inventory = build_inventory(source, "nodegate", settings, members)
     run = doc.get("settings") or {}  # schema-checked: known keys, whole numbers >= 1
     limit, drain = run.get("max_active"), run.get("max_drain")
+    history = run.get("history")
     try:
         bound = None if drain is None else DrainLimit.of_data(drain)
     except ValueError as exc:  # `0%`, `150%`: the schema's pattern lets them through
@@ -214,6 +215,7 @@ def load_nodegate(source: str, doc: Mapping[str, Any]) -> Inventory:
             None if limit is None else int(limit),
             max_drain=bound,
             fabric_snapshot=snap,
+            history=None if history is None else str(history),
         ),
     )
 

@@ -131,6 +131,7 @@ class InventorySettings:
     # The fabric's golden snapshot (`nodegate fabric snapshot`) later runs diff against;
     # absolute, checked readable and well-formed at load.
     fabric_snapshot: str | None = None
+    history: str | None = None  # the run history's URL (--history)
 
 
 @dataclass(frozen=True, slots=True)

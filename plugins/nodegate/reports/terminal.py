@@ -28,6 +28,7 @@ from nodegate.core.results import ADMISSION_FILE, REPORT_FILE
 from nodegate.core.safetext import printable
 from nodegate.core.settings import REPLAY_TRANSPORT
 from nodegate.core.words import plural
+from nodegate.history.rules import flag_lines
 from nodegate.reports.folding import Fold, clip_nodeset, folds, node_state, nodeset, reason_line
 
 
@@ -193,6 +194,7 @@ def admission_notes(doc: Mapping[str, Any], where: str) -> list[str]:
         lines.append(
             "REPLAY run (judged from a captured bundle): reports/latest does not follow it"
         )
+    lines += flag_lines(doc.get("history"))  # repeat offenders, drift, flapping (its own past)
     if doc.get("complete") is False and not doc.get("interrupted"):
         follow = (
             "reports/latest and actions follow it (--allow-incomplete)"

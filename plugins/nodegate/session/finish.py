@@ -21,6 +21,7 @@ from nodegate.core.results import RAW_DIR, RunResult
 from nodegate.core.settings import REPLAY_TRANSPORT
 from nodegate.core.values import Status, Verdict
 from nodegate.session.collection import SITE_PREFIX, item_key
+from nodegate.session.history import HISTORY
 from nodegate.session.run_stages import ITEMS, STARTING
 from nodegate.session.state import STATE, RunState, now
 from nodegate.stages.reach import SESSION_CHECK
@@ -153,6 +154,9 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
     found = None if result.interrupted else find_outliers(result, state.profiles)
     if found is not None:
         reject_blocking(decisions, found)
+    # The third tier: each node against its own past (profile `history:` rules; as data).
+    recorder = state.config.stash.get(HISTORY, None)
+    judged = None if recorder is None else recorder.judge(decisions, result)
     meta = {
         "run_id": state.run_id,
         "started_at": state.started_at,
@@ -164,6 +168,7 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         **({"interrupted": result.interrupted} if result.interrupted else {}),
         **({"outliers": found.to_json()} if found is not None else {}),
         **_infrastructure(result),
+        **({"history": judged} if judged is not None else {}),
     }
     return admission_doc(
         decisions,

@@ -27,12 +27,14 @@ from nodegate.session import (
     collection,
     display,
     finish,
+    history,
     hookspecs,
     report_wiring,
     run_stages,
     transports,
 )
 from nodegate.session.finish import LatestLink, Recorder
+from nodegate.session.history import history_url
 from nodegate.session.interrupts import InterruptGuard
 from nodegate.session.run_stages import XdistController
 from nodegate.session.state import STATE, build_state
@@ -51,6 +53,7 @@ PLUGINS: tuple[ModuleType, ...] = (
     finish,
     display,
     report_wiring,
+    history,
 )
 
 GUARD = pytest.StashKey[InterruptGuard]()
@@ -107,7 +110,11 @@ def pytest_configure(config: pytest.Config) -> None:
             state.transport = state.open_transport()
             actions = make_actions(settings, state.action_failures)
         validate_policies(state.profiles.values(), checks_by_id())
-        ab_mode = ABMode.configure(settings, state.profiles) if workerinput is None else None
+        ab_mode = (
+            ABMode.configure(settings, state.profiles, history_url(state))
+            if workerinput is None
+            else None
+        )
     except ConfigError as exc:
         raise pytest.UsageError(f"nodegate: {printable_lines(exc)}") from None
     config.stash[STATE] = state

@@ -5,13 +5,16 @@ the session's state (they get what they draw).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from nodegate.reports.allure import AllureWriter
 from nodegate.reports.html import ReportWriter
 from nodegate.reports.terminal import DecisionScreen, quiet_item_reports
+from nodegate.session.history import HISTORY
 from nodegate.session.state import STATE
 
 
@@ -32,7 +35,13 @@ def pytest_configure(config: pytest.Config) -> None:
         quiet_item_reports(config)
     screen = DecisionScreen(state.settings.summary_lines)
     config.pluginmanager.register(screen, "nodegate-decision-screen")
-    config.pluginmanager.register(ReportWriter(lambda: state.result), "nodegate-html-report")
+
+    def past(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        history = config.stash.get(HISTORY, None)  # registered after this (session.history)
+        return history.report_past(doc) if history is not None else None
+
+    report = ReportWriter(lambda: state.result, past)
+    config.pluginmanager.register(report, "nodegate-html-report")
     if alluredir:
         writer = AllureWriter(Path(alluredir), state.load_result)
         config.pluginmanager.register(writer, "nodegate-allure")

@@ -37,6 +37,7 @@ from nodegate.reports.html.view import (
     href,
     index_verdicts,
     node_views,
+    past_view,
     rejected_by,
 )
 from nodegate.stages.registry import checks_by_id
@@ -55,11 +56,16 @@ def _template() -> jinja2.Template:
 
 
 def render(
-    doc: Mapping[str, Any], verdicts_doc: Mapping[str, Any], run_dir: Path | None = None
+    doc: Mapping[str, Any],
+    verdicts_doc: Mapping[str, Any],
+    run_dir: Path | None = None,
+    past: Mapping[str, Any] | None = None,
 ) -> str:
     """The page for one run's admission document and verdicts document; `run_dir`: where
     the page goes, to link a node without a cited command to its stage file, and a verdict
-    to its evidence page where one was written."""
+    to its evidence page where one was written; `past`: per
+    rejected node, its recent decisions and the trend of its failed metric (the history's,
+    `nodegate.history.queries.node_past`)."""
 
     def stage_file(node: str, check: str) -> str | None:
         entry = checks_by_id().get(check)
@@ -92,11 +98,15 @@ def render(
         nodes=node_views(doc, page),
         fabrics=fabric_views(run_dir, doc, verdicts_doc),
         repairs=doc.get("infrastructure") or [],
+        past={n: past_view(h) for n, h in (past or {}).items()},
     )
 
 
 def write_report(
-    run_dir: Path, doc: Mapping[str, Any], vdoc: Mapping[str, Any] | None = None
+    run_dir: Path,
+    doc: Mapping[str, Any],
+    vdoc: Mapping[str, Any] | None = None,
+    past: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write `run_dir/report.html` from `doc` and the verdicts document `vdoc` (default: read
     `run_dir/verdicts.json`; absent, no plots), and the evidence pages of the nodes whose
@@ -107,7 +117,7 @@ def write_report(
         vdoc = json.loads(vpath.read_text(encoding="utf-8")) if vpath.is_file() else {}
     out = run_dir / REPORT_FILE
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(render(doc, vdoc, run_dir), encoding="utf-8")
+    tmp.write_text(render(doc, vdoc, run_dir, past), encoding="utf-8")
     tmp.replace(out)
     return out
 
@@ -115,12 +125,18 @@ def write_report(
 class ReportWriter:
     """The `pytest_nodegate_admission` consumer that writes report.html."""
 
-    def __init__(self, result: Callable[[], RunResult | None]) -> None:
+    def __init__(
+        self,
+        result: Callable[[], RunResult | None],
+        past: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None,
+    ) -> None:
         self.result = result
+        self.past = past  # the rejected nodes' history, when the run keeps one
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal summary names it
     def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
         # The verdicts in memory, as verdicts.json holds them (at 1,024 nodes, reading the
         # file back would take longer than drawing the page).
         result = self.result()
-        write_report(run_dir, doc, result.to_json() if result is not None else None)
+        past = self.past(doc) if self.past is not None else None
+        write_report(run_dir, doc, result.to_json() if result is not None else None, past)

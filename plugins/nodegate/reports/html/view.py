@@ -229,3 +229,32 @@ def index_verdicts(vdoc: Mapping[str, Any]) -> dict[tuple[str, str], list[Mappin
     for v in vdoc.get("verdicts", ()):
         out.setdefault((v["check"], v["node"]), []).append(v)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class PastView:
+    """A rejected node's recent decisions and its failed metric's trend (the run history)."""
+
+    decisions: tuple[tuple[str, str, str], ...]  # (run id, state, reason), oldest first
+    metric: str  # "check [component]", or "" without a number to follow
+    unit: str
+    points: tuple[tuple[str, float], ...]  # (run id, value), this run last
+    polyline: str  # SVG points of the trend, 200 x 40
+
+
+def past_view(h: Mapping[str, Any]) -> PastView:
+    trend = h.get("trend") or {}
+    points = tuple((str(r), float(v)) for r, v in trend.get("points", ()))
+    line = ""
+    if len(points) > 1:
+        lo, hi = min(v for _, v in points), max(v for _, v in points)
+        span = (hi - lo) or 1.0
+        step = 190 / (len(points) - 1)
+        line = " ".join(
+            f"{5 + i * step:.1f},{35 - (v - lo) / span * 30:.1f}" for i, (_, v) in enumerate(points)
+        )
+    metric = f"{trend['check']} [{trend['component']}]" if trend else ""
+    return PastView(
+        tuple((d["run_id"], d["state"], d.get("reason") or "") for d in h.get("decisions", ())),
+        metric, str(trend.get("unit") or ""), points, line,
+    )  # fmt: skip

@@ -1,0 +1,1 @@
+"""Alembic's script directory for the history store (run by `nodegate.history.store`)."""

@@ -1,0 +1,1 @@
+"""The history schema's revisions, oldest first."""
