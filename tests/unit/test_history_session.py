@@ -169,7 +169,7 @@ def test_rules_on_name_repeat_offenders_on_the_terminal(site: Path, history_url)
          "ib_pairs.rail.speed: no such check"),
         ("repeat_offender: {enabled: true, rejections: 0}",
          "ERROR: nodegate: invalid profile profiles/bad-rules.yaml (extends _nvidia-xid, "
-         "_admission, _fleet-compare, generic-hgx-h100):"),
+         "_admission, _fleet-compare, _gpu-load, generic-hgx-h100):"),
     ],
 )  # fmt: skip
 def test_bad_rule_values_are_usage_errors(site: Path, section: str, message: str) -> None:
