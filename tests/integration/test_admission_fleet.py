@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 from nodegate.stages.registry import checks_by_id
 
-from .conftest import base_model
+from .conftest import REPO, base_model
 
 pytestmark = pytest.mark.integration
 
@@ -76,8 +78,8 @@ def test_a_waiver_admits_its_node_until_it_expires(sim_fleet, tmp_path: Path) ->
     # --act kubernetes (dry-run): every admitted node's patch, for review
     patches = json.loads((waived.run_dir / "kubernetes-patches.json").read_text())
     assert sorted(patches) == ["gpu001", "gpu002", "gpu003", "gpu004"]
-    assert {p["patch"]["metadata"]["labels"]["nodegate.io/admitted"] for p in patches.values()} \
-        == {"true"}  # fmt: skip
+    assert {p["labels"]["nodegate.io/admitted"] for p in patches.values()} == {"true"}
+    assert {p["taint"] for p in patches.values()} == {None}  # nodegate's own removed, if any
     k8s = json.loads((waived.run_dir / "actions.json").read_text())["targets"]["kubernetes"]
     assert [(a["node"], a["action"], a["result"]) for a in k8s["actions"]] == [
         (n, "patch", "planned") for n in ("gpu001", "gpu002", "gpu003", "gpu004")
@@ -117,3 +119,64 @@ def test_a_waiver_admits_its_node_until_it_expires(sim_fleet, tmp_path: Path) ->
     usage = fleet.run(*common, f"--waivers={bad}")
     assert usage.rc == 4
     assert f"ERROR: nodegate: {bad}: waivers.0: 'reason' is a required property" in usage.stdout
+
+
+def readme_waiver() -> str:
+    """The README's waiver example, as written there."""
+    text = (REPO / "README.md").read_text()
+    head = text.index("**Waivers** (`--waivers FILE`")
+    start = text.index("```yaml\n", head) + len("```yaml\n")
+    return text[start : text.index("```", start)]
+
+
+def test_the_readme_waiver_admits_gpu014_through_every_stage(sim_fleet, tmp_path: Path) -> None:
+    # #21 item 4: the demo's gpu014 (Xid 79 on GPU2) under the README's waiver goes on into
+    # ib_pairs and nccl like a passing node, and is admitted; the whole profile is required.
+    demo = yaml.safe_load((REPO / "inventories" / "sim" / "demo.yaml").read_text())
+    model = base_model(4)
+    model["nodes"] = "gpu[013-016]"
+    model["faults"] = {"gpu014": demo["faults"]["gpu014"]}
+    fleet = sim_fleet(model)
+    text = readme_waiver()
+    assert "nodes: gpu014 " in text and "check: gpu.xid " in text
+    # Only the expiry moves (the README's date is an example): valid for another month.
+    soon = (dt.datetime.now(dt.timezone.utc).date() + dt.timedelta(days=30)).isoformat()
+    waivers = tmp_path / "waivers.yaml"
+    waivers.write_text(re.sub(r"expires: \S+", f"expires: {soon}", text))
+    run = fleet.run(f"--waivers={waivers}")
+    assert run.rc == 0, run.stdout
+    doc = run.admission
+    assert (doc["complete"], doc["summary"]["admitted"]) == (True, 4)
+    assert doc["stages"] == ["reach", "pcie_gpu", "hca", "roce", "ib_pairs", "nccl"]
+    node = doc["nodes"]["gpu014"]
+    assert (node["state"], node["reasons"]) == ("admitted", [])
+    assert [(w["check"], w["status"], w["component"].split()[0]) for w in node["waived"]] == [
+        ("gpu.xid", "fail", "GPU2")
+    ]
+    # measured in the active stages like every other node, not skipped
+    got = {}
+    for line in (run.run_dir / "verdicts.json").read_text().splitlines():
+        if '"node":"gpu014"' in line.replace(" ", ""):
+            v = json.loads(line.rstrip(","))
+            if v["check"].startswith(("ib_pairs.", "nccl.")):
+                got.setdefault(v["check"], set()).add(v["status"])
+    assert got == {
+        "ib_pairs.rail.bandwidth": {"pass"}, "ib_pairs.cleanup": {"pass"},
+        "nccl.single_node.busbw": {"pass"}, "nccl.whole.busbw": {"pass"},
+        "nccl.localized": {"pass"}, "nccl.cleanup": {"pass"},
+    }  # fmt: skip
+    assert "WAIVED gpu014: gpu.xid FAIL [GPU2 0000:4c:00.0 serial " in run.stdout
+
+
+def test_a_waiver_for_a_node_not_in_the_inventory_is_a_usage_error(
+    sim_fleet, tmp_path: Path
+) -> None:
+    fleet = sim_fleet(base_model(2))
+    bad = tmp_path / "waivers.yaml"
+    bad.write_text(readme_waiver().replace("gpu014", "gpu999"))
+    run = fleet.run(f"--waivers={bad}", "-m", "reach")
+    assert run.rc == 4, run.stdout
+    assert (
+        f"ERROR: nodegate: {bad}: waivers.0.nodes: 'gpu999': gpu999 not in the inventory"
+    ) in run.stdout
+    assert not run.run_dir.exists()

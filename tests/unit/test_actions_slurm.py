@@ -51,6 +51,38 @@ def test_reason_text_names_the_worst_cause_and_fits_slurms_limit() -> None:
     assert text.startswith("nodegate r1: gpu.xid GPU2 \\x1b[2J??") and text.endswith("... (rma)")
 
 
+def test_a_new_reason_never_nests_nodegates_old_one() -> None:
+    # #21: a transport reported the drained node with Slurm's reason in its message, and the
+    # next drain's reason quoted nodegate's earlier one inside itself.
+    ssh = {"check": "reach.ssh", "status": "fail", "component": "ssh",
+           "message": "unreachable: Slurm reports gpu014 IDLE+DRAIN (nodegate act-apply: "
+           "gpu.xid GPU2 Xid 79 x1 (GPU has fallen off the bus: drain_rma) (rma)) for 3 h",
+           "remediation_class": "reboot"}  # fmt: skip
+    assert reason_text("slurm-full", [ssh], REASON_MAX) == (
+        "nodegate slurm-full: reach.ssh ssh unreachable: Slurm reports gpu014 IDLE+DRAIN for 3 h "
+        "(reboot)"
+    )
+    unclosed = {**ssh, "message": "Slurm reports IDLE+DRAIN nodegate r0: gpu.xid GPU2 (rma"}
+    assert reason_text("r2", [unclosed], REASON_MAX) == (
+        "nodegate r2: reach.ssh ssh Slurm reports IDLE+DRAIN (reboot)"
+    )
+
+
+def test_a_node_judged_unreachable_because_nodegate_drained_it_keeps_its_reason() -> None:
+    ssh = {"check": "reach.ssh", "status": "fail", "component": "ssh",
+           "message": f"unreachable: Slurm reports gpu014 IDLE+DRAIN ({REASON})",
+           "remediation_class": "reboot"}  # fmt: skip
+    rec = plan_node(doc("rejected", [ssh]), "gpu001", SlurmNode("n01", "IDLE+DRAIN", REASON))
+    assert (rec.action, rec.result, rec.why, rec.reason) == (
+        "none", "unchanged", "held by nodegate's own drain: its reason kept", None
+    )  # fmt: skip
+    # another's drain quoted: not ours to keep or replace
+    admin = SlurmNode("n01", "IDLE+DRAIN", "admin: bios")
+    assert plan_node(doc("rejected", [ssh]), "gpu001", admin).why == (
+        "foreign reason kept (not set by nodegate)"
+    )
+
+
 def doc(state: str, reasons: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     node = {"state": state, "reasons": reasons or [], "labels": {"slurm_node": "n01"}}
     return {"run_id": "r1", "nodes": {"gpu001": node}}
@@ -67,7 +99,20 @@ def doc(state: str, reasons: list[dict[str, Any]] | None = None) -> dict[str, An
          "already drained by nodegate for this cause"),
         ("rejected", SlurmNode("n01", "IDLE+DRAIN", REASON.replace("r1", "r0", 1)), "none",
          "unchanged", "already drained by nodegate for this cause"),
+        # the same cause measured again (another count, more causes): one reason per cause
+        ("rejected", SlurmNode("n01", "IDLE+DRAIN", REASON.replace("x1", "x3") + " +2 more"),
+         "none", "unchanged", "already drained by nodegate for this cause"),
+        # another component, another class, another check: a new cause replaces ours
+        ("rejected", SlurmNode("n01", "IDLE+DRAIN", REASON.replace("GPU2", "GPU21")), "drain",
+         "planned", "rejected"),
+        ("rejected", SlurmNode("n01", "IDLE+DRAIN", REASON.replace("(rma)", "(reset_gpu)")),
+         "drain", "planned", "rejected"),
+        ("rejected", SlurmNode("n01", "IDLE+DRAIN", "nodegate r0: gpu.xidx GPU2 (rma)"),
+         "drain", "planned", "rejected"),
+        ("rejected", SlurmNode("n01", "IDLE", REASON), "drain", "planned", "rejected"),
         ("rejected", SlurmNode("n01", "IDLE+DRAIN", "admin: bad fan"), "none", "unchanged",
+         "foreign reason kept (not set by nodegate)"),
+        ("rejected", SlurmNode("n01", "IDLE+DRAIN", "admin: " + REASON), "none", "unchanged",
          "foreign reason kept (not set by nodegate)"),
         ("rejected", SlurmNode("n01", "DOWN+NOT_RESPONDING", "Not responding"), "none",
          "unchanged", "foreign reason kept (not set by nodegate)"),

@@ -63,3 +63,44 @@ def test_parser_crash_is_an_error_for_that_node() -> None:
     assert f.parse("c", crashing) is None
     assert "IndexError" in f.errors["c"]
     assert f.parse("missing", crashing) is None and "did not run" in f.errors["missing"]
+
+
+class Failing(Stage):
+    name = "failing"
+    checks = CheckTable("failing", [Check("failing.z", "z", None, "node", "test_z", "pipeline")])
+
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        return [Verdict("failing.z", n.name, Status.FAIL, component="GPU2 0000:4c:00.0")
+                for n in ctx.nodes]  # fmt: skip
+
+
+class Traffic(Fine):
+    """An active stage: only nodes nothing blocks take part."""
+
+    name = "traffic"
+    active = True
+    checks = CheckTable("traffic", [Check("traffic.t", "t", None, "node", "test_t", "pipeline")])
+
+    async def run(self, ctx: StageContext) -> list[Verdict]:
+        return [Verdict("traffic.t", n.name, Status.PASS) for n in ctx.nodes]
+
+
+def test_a_waived_failure_goes_on_into_active_stages_and_an_unwaived_one_does_not(
+    tmp_path: Path,
+) -> None:
+    import datetime as dt
+
+    from nodegate.admission.waivers import Waiver, WaiverSet
+
+    nodes = [node("n1"), node("n2")]
+    prof = Profile("p", "p.yaml", {})
+    w = Waiver(1, "failing.z", "n1", frozenset({"n1"}), "RMA open", "ops", dt.date.max, "GPU2")
+    eng = Engine(nodes, {"n1": prof, "n2": prof}, NoTransport(), tmp_path,
+                 [Failing(), Traffic()], waivers=WaiverSet("w.yaml", (w,)))  # fmt: skip
+    sel = [(c, n.name) for c in ("failing.z", "traffic.t") for n in nodes]
+    res = asyncio.run(eng.run(sel))
+    got = {n: [(v.status, v.message) for v in res.for_item("traffic.t", n)] for n in ("n1", "n2")}
+    assert got == {
+        "n1": [(Status.PASS, "")],  # waived: measured like a passing node
+        "n2": [(Status.SKIP, "not run: failing.z fail in an earlier stage")],
+    }

@@ -65,7 +65,8 @@ def test_an_inventory_carries_run_settings(tmp_path: Path) -> None:
         ("{max_active: 0}", "settings.max_active: 0 out of range (expected a whole number >= 1)"),
         ("{max_active: '64'}", "settings.max_active: expected an integer, got a string '64'"),
         ("{max_active: true}", "settings.max_active: expected an integer, got a boolean True"),
-        ("{fanout: 3}", "settings.fanout: unknown key 'fanout' (expected one of: max_active)"),
+        ("{fanout: 3}",
+         "settings.fanout: unknown key 'fanout' (expected one of: max_active, max_drain)"),
         ("[64]", "settings: expected a mapping or null, got a list [64]"),
     ],
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from ClusterShell.NodeSet import NodeSet
 
 from nodegate.admission.remediation import UNJUDGED_CLASS, class_order
 from nodegate.core import schemas
+from nodegate.core.drainlimit import DEFAULT
 from nodegate.core.results import ACTIONS_FILE
 from nodegate.core.safetext import printable
 
@@ -81,6 +83,57 @@ def short_component(component: str) -> str:
     return _PCI_TAIL.sub("", component).strip()
 
 
+def cause_head(reasons: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """The main cause as a reason names it: (`gpu.xid GPU2`, its class); None without one."""
+    main = main_reason(reasons)
+    if main is None:
+        return None
+    head = " ".join(p for p in (main["check"], short_component(main["component"])) if p)
+    return head, str(main.get("remediation_class") or UNJUDGED_CLASS)
+
+
+def same_cause(reason: str | None, head: tuple[str, str] | None) -> bool:
+    """Whether a nodegate reason (any run's) names this main cause and class: the numbers in
+    its message may differ from run to run (`Xid 79 x2`), the cause does not."""
+    if reason is None or head is None or not reason.startswith(REASON_PREFIX):
+        return False
+    body = reason.partition(": ")[2]
+    tail = _CLASS_TAIL.search(body)
+    return (body == head[0] or body.startswith(head[0] + " ")) and (
+        tail is not None and tail.group(1) == head[1]
+    )
+
+
+# The end of a reason: ` (rma)`, ` (rma) +2 more`.
+_CLASS_TAIL = re.compile(r" \(([a-z_]+)\)(?: \+\d+ more)?$")
+# A reason nodegate set earlier, quoted inside a message (a transport that reports Slurm's
+# state and reason): `(nodegate <run-id>: ...)`, or to the end without the bracket.
+_NESTED = re.compile(r"\s*(\()?" + re.escape(REASON_PREFIX) + r"[A-Za-z0-9_.-]+: ")
+
+
+def quotes_ours(reasons: list[dict[str, Any]]) -> bool:
+    """Whether the main cause's message quotes a nodegate reason: the node could not be
+    judged because nodegate's own drain holds it (a transport that reports Slurm's state)."""
+    main = main_reason(reasons)
+    return main is not None and _NESTED.search(str(main.get("message") or "")) is not None
+
+
+def without_nested(text: str) -> str:
+    """`text` less any nodegate reason it quotes, so that a new reason never nests an old one:
+    `... IDLE+DRAIN (nodegate r1: gpu.xid GPU2 ... (rma))` -> `... IDLE+DRAIN`."""
+    while (m := _NESTED.search(text)) is not None:
+        end = len(text)
+        if m.group(1):  # up to the bracket that closes it
+            depth = 0
+            for i in range(m.start(1), len(text)):
+                depth += {"(": 1, ")": -1}.get(text[i], 0)
+                if depth == 0:
+                    end = i + 1
+                    break
+        text = text[: m.start()] + text[end:]
+    return text.strip()
+
+
 def reason_text(run_id: str, reasons: list[dict[str, Any]], limit: int) -> str:
     """`nodegate <run-id>: gpu.xid GPU2 Xid 79 x1 (...) (rma)`, ASCII, at most `limit` chars;
     more causes are counted (`+2 more`)."""
@@ -89,7 +142,7 @@ def reason_text(run_id: str, reasons: list[dict[str, Any]], limit: int) -> str:
         return f"{REASON_PREFIX}{run_id}: rejected"[:limit]
     cls = main.get("remediation_class") or UNJUDGED_CLASS
     comp = short_component(main["component"])
-    what = " ".join(p for p in (main["check"], comp, main["message"]) if p)
+    what = " ".join(p for p in (main["check"], comp, without_nested(main["message"])) if p)
     more = len({(r["check"], r["component"]) for r in causes(reasons)})
     tail = f" ({cls})" + (f" +{more - 1} more" if more > 1 else "")
     head = f"{REASON_PREFIX}{run_id}: "
@@ -115,7 +168,8 @@ class ActionRecord:
     result: str = "planned"  # planned | applied | unchanged | failed | skipped
     after: dict[str, Any] | None = None
     error: str | None = None
-    patch: dict[str, Any] | None = None
+    patch: list[dict[str, Any]] | None = None  # Kubernetes: the JSON patch (RFC 6902)
+    held_by: str | None = None  # admitted, but kept out of service by another (not nodegate)
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if v is not None or k in _ALWAYS}
@@ -123,6 +177,54 @@ class ActionRecord:
 
 
 _ALWAYS = ("before", "reason", "after", "error")
+
+
+def refusal(
+    target: str, verb: str, doc: Mapping[str, Any], take_out: list[ActionRecord]
+) -> dict[str, Any] | None:
+    """The blast-radius guard: None when `take_out` (the nodes this action would take out of
+    service) is within the decision's max_drain, else the refusal, with its one-line message.
+
+    `verb`: what taking out is for this target (`drain`, `taint`)."""
+    guard = doc.get("guard") or {
+        "max_drain": DEFAULT.of(len(doc["nodes"])),
+        "rule": DEFAULT.describe(),
+        "from": "default",
+        "nodes": len(doc["nodes"]),
+    }
+    limit = int(guard["max_drain"])
+    if len(take_out) <= limit:
+        return None
+    checks = Counter(
+        str((main_reason(doc["nodes"][r.node]["reasons"]) or {}).get("check", "rejected"))
+        for r in take_out
+    )
+    top, top_n = min(checks.items(), key=lambda kv: (-kv[1], kv[0]))
+    n = len(take_out)
+    message = (
+        f"{target}: REFUSED to {verb} {n} nodes, more than max_drain {limit} of "
+        f"{guard['nodes']} nodes ({guard['rule']}; from {guard['from']}); top check {top} on "
+        f"{top_n} of them; nothing {verb}ed (a fleet-wide cause? else --max-drain)"
+    )
+    return {
+        "take_out": n,
+        "max_drain": limit,
+        "rule": guard["rule"],
+        "from": guard["from"],
+        "nodes": guard["nodes"],
+        "top_check": top,
+        "top_check_nodes": top_n,
+        "message": message,
+    }
+
+
+def refuse(records: list[ActionRecord], refused: Mapping[str, Any]) -> None:
+    """Every take-out the guard refused: skipped, saying why."""
+    for r in records:
+        r.result = "skipped"
+        r.why = (
+            f"refused: {refused['take_out']} nodes to take out, max_drain {refused['max_drain']}"
+        )
 
 
 def record(
@@ -133,6 +235,7 @@ def record(
     records: list[ActionRecord],
     skipped: str | None = None,
     error: str | None = None,
+    refused: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write (or add this target's section to) `<run-dir>/actions.json`, validated."""
     path = run_dir / ACTIONS_FILE
@@ -143,6 +246,7 @@ def record(
         "mode": "apply" if apply else "dry-run",
         "skipped": skipped,
         "error": error,
+        "refused": None if refused is None else dict(refused),
         "actions": [r.to_json() for r in records],
     }
     schemas.validate("actions", out)
@@ -152,8 +256,12 @@ def record(
     return path
 
 
+HELD_LINES = 10  # admitted nodes another keeps out, named one per line up to this many
+
+
 def summary(target: str, apply: bool, records: list[ActionRecord]) -> list[str]:
-    """Terminal lines: nodes folded per (action, result)."""
+    """Terminal lines: nodes folded per (action, result); then each admitted node that stays
+    out of service by another's drain or taint, by name (an operator must hear of it)."""
     groups: dict[tuple[str, str], list[str]] = {}
     for r in records:
         groups.setdefault((r.action, r.result), []).append(r.node)
@@ -161,4 +269,10 @@ def summary(target: str, apply: bool, records: list[ActionRecord]) -> list[str]:
     lines = [f"{target} ({mode}):"]
     for (action, result), nodes in sorted(groups.items()):
         lines.append(f"  {action} {result}: {NodeSet.fromlist(nodes)}")
+    held = [r for r in records if r.held_by]
+    for r in held[:HELD_LINES]:
+        lines.append(f"  admitted, still out of service (not by nodegate): {r.node}: {r.held_by}")
+    if len(held) > HELD_LINES:
+        rest = NodeSet.fromlist([r.node for r in held[HELD_LINES:]])
+        lines.append(f"  ... and {len(held) - HELD_LINES} more admitted nodes held out: {rest}")
     return [printable(line) for line in lines]

@@ -18,12 +18,12 @@ def make_actions(settings: Settings, failures: list[str]) -> dict[str, object]:
             slurm.check_usable()
             out[name] = slurm
         elif name == "kubernetes":
-            if settings.apply:
+            if settings.apply or settings.kubeconfig is not None:  # a dry-run reads the nodes
                 try:
                     import kubernetes  # noqa: F401
                 except ImportError:
                     raise ConfigError(
-                        "--act kubernetes --apply: the Kubernetes client is not installed "
+                        "--act kubernetes --kubeconfig: the Kubernetes client is not installed "
                         "(pip install 'nodegate[kubernetes]')"
                     ) from None
             out[name] = KubernetesAction(settings.apply, settings.kubeconfig, failures)

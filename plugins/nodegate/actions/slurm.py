@@ -2,9 +2,10 @@
 
 NHC's rule: a node is resumed only when nodegate drained it (its reason starts with
 `nodegate `); a foreign drain or down reason (another tool's, an admin's) is never
-overwritten nor resumed. Idempotent: a node already drained with this run's reason is left
-as it is. Reads with `scontrol show node -o`, writes with `scontrol update` (argument lists,
-no shell); dry-run reads and plans only.
+overwritten nor resumed. One reason per cause: a node nodegate already drained for the same
+main cause (check, component, class; any run) is left as it is, no `scontrol update` issued;
+a new cause replaces nodegate's reason, never nests it. Reads with `scontrol show node -o`,
+writes with `scontrol update` (argument lists, no shell); dry-run reads and plans only.
 """
 
 from __future__ import annotations
@@ -18,10 +19,15 @@ import pytest
 from nodegate.actions.base import (
     REASON_PREFIX,
     ActionRecord,
+    cause_head,
     intent,
     not_actionable,
+    quotes_ours,
     reason_text,
     record,
+    refusal,
+    refuse,
+    same_cause,
     summary,
     target_name,
 )
@@ -64,8 +70,12 @@ def plan_node(doc: Mapping[str, Any], node: str, current: SlurmNode | None) -> A
         reason = reason_text(doc["run_id"], d["reasons"], REASON_MAX)
         if current.reason is not None and not ours(current):
             rec.result, rec.why = "unchanged", "foreign reason kept (not set by nodegate)"
-        elif current.drained and _cause(current.reason) == _cause(reason):
-            # Idempotent: an earlier run's drain for the same cause keeps its reason and time.
+        elif current.drained and ours(current) and quotes_ours(d["reasons"]):
+            # Not judged because our own drain holds it: what it was drained for still stands.
+            rec.result, rec.why = "unchanged", "held by nodegate's own drain: its reason kept"
+        elif current.drained and same_cause(current.reason, cause_head(d["reasons"])):
+            # Idempotent: an earlier run's drain for the same cause keeps its reason and time
+            # (no scontrol update); a new cause replaces nodegate's reason, never nests it.
             rec.result, rec.why = "unchanged", "already drained by nodegate for this cause"
         else:
             rec.action, rec.reason, rec.why = "drain", reason, "rejected"
@@ -74,16 +84,12 @@ def plan_node(doc: Mapping[str, Any], node: str, current: SlurmNode | None) -> A
             rec.result, rec.why = "unchanged", "admitted and in service"
         elif not ours(current):
             rec.result, rec.why = "unchanged", "foreign drain/down reason kept (not nodegate's)"
+            rec.held_by = f"{current.state} ({current.reason or 'no reason'})"
         else:
             rec.action, rec.why = "resume", "admitted; drained by nodegate"
     else:
         rec.result, rec.why = "unchanged", f"{d['state']}: no action"
     return rec
-
-
-def _cause(reason: str | None) -> str | None:
-    """A nodegate reason without its run id: `gpu.xid GPU2 Xid 79 ... (rma)`."""
-    return None if reason is None else reason.partition(": ")[2]
 
 
 class SlurmAction:
@@ -116,11 +122,18 @@ class SlurmAction:
             return
         recs = [plan_node(doc, n, before.get(target_name(doc, n, SLURM_NAME_LABEL)))
                 for n in doc["nodes"]]  # fmt: skip
+        drains = [r for r in recs if r.action == "drain"]
+        refused = refusal("slurm", "drain", doc, drains)
+        if refused is not None:  # past max_drain nothing is drained; resumes still go
+            refuse(drains, refused)
+            self.failures.append(refused["message"])
         if self.apply:
-            self._apply(recs)
-        record(run_dir, doc, "slurm", self.apply, recs)
+            self._apply([r for r in recs if r.result != "skipped"])
+        record(run_dir, doc, "slurm", self.apply, recs, refused=refused)
         self.failures += [f"slurm {r.node}: {r.error}" for r in recs if r.result == "failed"]
         self.lines = summary("slurm", self.apply, recs)
+        if refused is not None:
+            self.lines.append(refused["message"])
 
     def _apply(self, recs: list[ActionRecord]) -> None:
         for r in recs:

@@ -18,12 +18,13 @@ from nodegate.core.values import SAID, Status, Verdict
 INTERRUPTED_CHECK = "run.interrupted"  # the reason every node of an interrupted run carries
 ADMITTED, REJECTED, NOT_QUALIFIED = "admitted", "rejected", "not_qualified"
 OUT_OF_SCOPE = "out_of_scope"  # a required check this run did not select (-k, -m)
+SYSTEMIC = "systemic"  # an ERROR of a check that errored on most nodes (admission.guard)
 
 
 @dataclass(frozen=True, slots=True)
 class Reason:
     check: str
-    status: str  # fail | error | skip | not_run | out_of_scope
+    status: str  # fail | error | skip | not_run | out_of_scope | systemic
     component: str
     observed: Any
     expected: Any
@@ -63,8 +64,14 @@ class NodeDecision:
 
     @property
     def state(self) -> str:
-        """admitted | rejected | not_qualified (only checks out of this run's scope missing)."""
-        if any(r.status != OUT_OF_SCOPE for r in self.reasons):
+        """admitted | rejected | not_qualified: only checks out of this run's scope missing, or
+        only systemic errors (a tool or controller problem) and the skips that followed them."""
+        bad = [r for r in self.reasons if r.status not in (OUT_OF_SCOPE, SYSTEMIC)]
+        if any(r.status in ("fail", "error") for r in bad):
+            return REJECTED
+        if any(r.status == SYSTEMIC for r in self.reasons):
+            return NOT_QUALIFIED
+        if bad:
             return REJECTED
         if self.reasons:
             return NOT_QUALIFIED
@@ -178,8 +185,13 @@ def admission_doc(
     policies: Mapping[str, AdmissionPolicy] | None = None,
     waivers: WaiverSet | None = None,
     allow_incomplete: bool = False,
+    systemic: Iterable[Any] = (),
+    guard: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The admission document (schema `admission.schema.json`), validated.
+
+    `systemic`: the run's systemic checks (`nodegate.admission.guard.Systemic`); `guard`:
+    the bound on its actions (`drain_bound`).
 
     `complete`: not interrupted, and every node ran every check its policy requires (none
     out of scope, none left unrun); `actionable`: whether `reports/latest` and actions follow
@@ -206,6 +218,8 @@ def admission_doc(
         **({"policy": {p: pol.to_json() for p, pol in sorted(policies.items())}}
            if policies is not None else {}),
         **({"waivers": _waivers_json(decisions, ordered, waivers)} if waivers else {}),
+        "systemic": [s.to_json() for s in systemic],
+        **({"guard": dict(guard)} if guard is not None else {}),
         "nodes": {n: _node_json(decisions[n]) for n in ordered},
     }  # fmt: skip
     schemas.validate("admission", doc)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ClusterShell.NodeSet import NodeSet
+
 from nodegate.core import schemas
 from nodegate.core.errors import ConfigError
 from nodegate.inventory.select import make_resolver, parse_nodeset
@@ -105,25 +107,34 @@ def load_waivers(
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--waivers: cannot read {src}: {exc}") from None
     try:
-        raw = load_yaml(src, text)
-    except ValueError as exc:  # PyYAML's date constructor: `2026-02-30`
-        raise ConfigError(f"{src}: not a valid date: {exc}") from None
-    doc = _dates_as_text(raw)
+        doc: Any = load_yaml(src, text, dates=False)
+    except ConfigError as exc:
+        if "'@'" not in str(exc):
+            raise
+        # `nodes: @rack01`: YAML reserves `@`, so a group must be quoted
+        raise ConfigError(f'{exc} (quote a value that starts with @: nodes: "@rack01")') from None
     errors = schemas.problems("waivers", doc)
     if errors:
         raise ConfigError(f"{src}: {schemas.where(errors[0])}: {errors[0].message}")
-    resolver = make_resolver(groups, list(names))
+    inventory = list(names)
+    resolver = make_resolver(groups, inventory)
+    known_nodes = frozenset(inventory)
     day = today or today_utc()
     active: list[Waiver] = []
     expired: list[Waiver] = []
     for i, entry in enumerate(doc.get("waivers") or [], start=1):
-        w = _waiver(src, i, entry, known_checks, resolver)
+        w = _waiver(src, i, entry, known_checks, resolver, known_nodes)
         (active if w.active_on(day) else expired).append(w)
     return WaiverSet(src, tuple(active), tuple(expired))
 
 
 def _waiver(
-    src: str, i: int, entry: Mapping[str, Any], known: Collection[str], resolver: object
+    src: str,
+    i: int,
+    entry: Mapping[str, Any],
+    known: Collection[str],
+    resolver: object,
+    inventory: frozenset[str],
 ) -> Waiver:
     where = f"{src}: waivers.{i - 1}"
     check = entry["check"]
@@ -131,21 +142,17 @@ def _waiver(
         raise ConfigError(f"{where}.check: {check!r} is not a registered check id")
     try:
         expires = dt.date.fromisoformat(entry["expires"])
-    except ValueError:
-        raise ConfigError(f"{where}.expires: {entry['expires']!r} is not a date") from None
+    except ValueError as exc:  # `month must be in 1..12`
+        raise ConfigError(f"{where}.expires: {entry['expires']!r}: {exc}") from None
     nodes = entry["nodes"]
     names = frozenset(parse_nodeset(nodes, resolver, f"{where}.nodes"))
+    unknown = names - inventory
+    if unknown:
+        # A waiver for a node the inventory does not have waives nothing: a typo, or the
+        # wrong inventory; either way the operator must hear it, not find it listed as active.
+        raise ConfigError(
+            f"{where}.nodes: {nodes!r}: {NodeSet.fromlist(sorted(unknown))} not in the inventory"
+        )
     return Waiver(
         i, check, nodes, names, entry["reason"], entry["owner"], expires, entry.get("component")
     )
-
-
-def _dates_as_text(doc: Any) -> Any:
-    """YAML reads `2026-12-31` as a date: give the schema the text it was."""
-    if isinstance(doc, dict):
-        return {k: _dates_as_text(v) for k, v in doc.items()}
-    if isinstance(doc, list):
-        return [_dates_as_text(v) for v in doc]
-    if isinstance(doc, (dt.date, dt.datetime)):
-        return doc.isoformat()
-    return doc

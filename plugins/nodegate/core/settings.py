@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.core import bundled
+from nodegate.core.drainlimit import DrainLimit
 from nodegate.core.errors import ConfigError
 from nodegate.core.names import NAME_RULE, is_name
 
@@ -121,6 +122,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "--apply", "carry out the --act actions (default: dry-run, a plan only)", kind="flag"
     ),
     OptionSpec("--kubeconfig", "kubeconfig for --act kubernetes --apply", "FILE"),
+    OptionSpec(
+        "--max-drain",
+        "--act takes at most N nodes (or P percent of the run's nodes) out of "
+        "service, else none (exit 8; default: the inventory's settings.max_drain, else the "
+        "profiles', else 10 percent or 8 nodes, whichever is larger)",
+        "N|P%",
+    ),
     # The terminal (nodegate.session.display, nodegate.reports.terminal)
     OptionSpec(
         "--progress",
@@ -166,6 +174,7 @@ class Settings:
     act: tuple[str, ...] = ()
     apply: bool = False
     kubeconfig: Path | None = None
+    max_drain: DrainLimit | None = None  # None: the inventory's, else the profiles', else default
     progress: str = "auto"  # one of PROGRESS_MODES; "auto" is resolved against the terminal
     item_reports: bool = False
     summary_lines: int = DEFAULT_SUMMARY_LINES  # 0: every reason
@@ -395,4 +404,14 @@ def _admission(given: Callable[[str], _Given]) -> dict[str, Any]:
         "act": act,
         "apply": apply,
         "kubeconfig": kubeconfig,
+        "max_drain": _max_drain(given("--max-drain")),
     }
+
+
+def _max_drain(g: _Given) -> DrainLimit | None:
+    if g.value is None:
+        return None
+    try:
+        return DrainLimit.parse(str(g.value))
+    except ValueError as exc:
+        raise g.bad(str(exc)) from None

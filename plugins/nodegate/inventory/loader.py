@@ -11,6 +11,7 @@ from typing import Any
 from ClusterShell.NodeSet import RESOLVER_NOGROUP
 from ClusterShell.NodeUtils import GroupResolver
 
+from nodegate.core.drainlimit import DrainLimit
 from nodegate.core.errors import ConfigError
 from nodegate.core.names import MAX_NODES, check_expression
 from nodegate.inventory.ansible import load_ansible_ini, load_ansible_yaml
@@ -187,7 +188,15 @@ def load_nodegate(source: str, doc: Mapping[str, Any]) -> Inventory:
     }
     inventory = build_inventory(source, "nodegate", settings, members)
     run = doc.get("settings") or {}  # schema-checked: known keys, whole numbers >= 1
-    limit = run.get("max_active")
+    limit, drain = run.get("max_active"), run.get("max_drain")
+    try:
+        bound = None if drain is None else DrainLimit.of_data(drain)
+    except ValueError as exc:  # `0%`, `150%`: the schema's pattern lets them through
+        raise fail(source, "settings.max_drain", f"got {drain!r}, expected {exc}") from None
     return dataclasses.replace(
-        inventory, settings=InventorySettings(None if limit is None else int(limit))
+        inventory,
+        settings=InventorySettings(
+            None if limit is None else int(limit),
+            bound,
+        ),
     )

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from nodegate.core.drainlimit import DrainLimit
 from nodegate.core.errors import ConfigError
 from nodegate.inventory.select import select_names
 
@@ -116,6 +117,7 @@ class InventorySettings:
     """Run settings an inventory asks for (its `settings:`); the command line overrides each."""
 
     max_active: int | None = None  # active stages' channel limit (--max-active)
+    max_drain: DrainLimit | None = None  # the blast-radius bound of actions (--max-drain)
 
 
 @dataclass(frozen=True, slots=True)

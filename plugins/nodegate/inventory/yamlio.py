@@ -58,6 +58,17 @@ _StrictSafeLoader.add_constructor(
 )
 
 
+class _TextDatesLoader(_StrictSafeLoader):
+    """The same, reading `2026-12-31` as the text it is (PyYAML's date constructor raises for
+    `2026-13-01` before anyone knows which key held it)."""
+
+
+_TextDatesLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _StrictSafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def read_text(source: str) -> str:
     """File contents; ConfigError for missing, unreadable, binary or empty files."""
     try:
@@ -76,10 +87,12 @@ def read_text(source: str) -> str:
     return text
 
 
-def load_yaml(source: str, text: str) -> object:
-    """Safe-load YAML; syntax errors become ConfigError with the line and column."""
+def load_yaml(source: str, text: str, *, dates: bool = True) -> object:
+    """Safe-load YAML; syntax errors become ConfigError with the line and column. `dates`
+    False: dates stay text, for the caller to check under their key."""
+    loader = _StrictSafeLoader if dates else _TextDatesLoader
     try:
-        return yaml.load(text, Loader=_StrictSafeLoader)  # a SafeLoader: plain data only
+        return yaml.load(text, Loader=loader)  # a SafeLoader: plain data only
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
@@ -163,6 +176,8 @@ def _describe(error: Any) -> str:
         return f"{path}: must not be empty{note}"
     if kind == "pattern":
         return f"{path}: invalid value {inst!r}: {schema.get('description', 'bad format')}"
+    if kind == "oneOf" and "description" in schema:  # several spellings: say which are accepted
+        return f"{path}: got {inst!r}, expected {schema['description']}"
     return f"{path}: {error.message}"
 
 

@@ -146,6 +146,15 @@ def missing_checks(doc: Mapping[str, Any]) -> str:
     return f"{len(out)} required checks did not run in this run: {shown}"
 
 
+def systemic_line(s: Mapping[str, Any]) -> str:
+    """One systemic check (admission.json `systemic`), named as the tool problem it is."""
+    return (
+        f"SYSTEMIC {s['check']} ERROR on {s['errors']} of {s['judged']} nodes (more than "
+        f"{s['error_share']:.0%}): probable controller/tool problem, not the nodes' (not held "
+        f"against {nodeset(s['nodes'])}, not drained for it): {s['message']}"
+    )
+
+
 def admission_notes(doc: Mapping[str, Any], where: str) -> list[str]:
     """Waived failures, ignored (expired) waivers and an incomplete run's consequences."""
     lines = []
@@ -204,10 +213,13 @@ def decision_lines(doc: Mapping[str, Any], paths: Paths, budget: int) -> list[st
             )
         lines += fold_lines(folds(doc), budget, paths.where())
     if unqualified:
+        why = [missing_checks(doc)] if doc.get("out_of_scope") else []
+        why += ["systemic errors (below)"] if doc.get("systemic") else []
         lines.append(
             f"NOT QUALIFIED {len(unqualified)}: {clip_nodeset(unqualified, paths.admission)}: "
-            + missing_checks(doc)
+            + "; ".join(why or [missing_checks(doc)])
         )
+    lines += [systemic_line(s) for s in doc.get("systemic") or ()]
     lines += admission_notes(doc, paths.where())
     lines.append(f"admission: {paths.admission}")
     if paths.report:

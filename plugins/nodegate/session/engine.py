@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nodegate.admission.remediation import RemediationTable, table_of
+from nodegate.admission.waivers import WaiverSet
 from nodegate.core.results import RunResult
 from nodegate.core.values import Status, Verdict
 from nodegate.framework.stage import Stage, StageContext, StageOptions
@@ -90,6 +91,7 @@ class Engine:
         run_dir: Path,
         stages: Sequence[Stage] = STAGES,
         options: StageOptions | None = None,
+        waivers: WaiverSet | None = None,
     ) -> None:
         self.nodes = list(nodes)
         self.profiles = profiles
@@ -97,6 +99,7 @@ class Engine:
         self.run_dir = run_dir
         self.stages = list(stages)
         self.options = options or StageOptions()
+        self.waivers = waivers or WaiverSet()  # a waived FAIL/ERROR goes on like a pass
         self.result = RunResult()  # filled as the stages end: what an interrupted run measured
         self._tables: dict[str, RemediationTable] = {}
 
@@ -108,6 +111,13 @@ class Engine:
         if prof.name not in self._tables:
             self._tables[prof.name] = table_of(prof.data)
         return self._tables[prof.name].classify(v)
+
+    def blocks(self, v: Verdict) -> bool:
+        """Whether `v` keeps its node out of later active stages: not a pass, and no active
+        waiver covers it (a waived node goes on like a passing one, so that it can be admitted)."""
+        if v.status is Status.PASS:
+            return False
+        return self.waivers.match(v.check, v.node, v.component, v.status.value) is None
 
     async def run(self, selected: Iterable[tuple[str, str]]) -> RunResult:
         """`selected`: (check id, node) pairs; a stage runs for the nodes it has items for."""
@@ -159,7 +169,7 @@ class Engine:
             result.timings[stage.name] = round(time.monotonic() - t0, 3)
             result.stages_run.append(stage.name)
             for (_check, node), vs in result.verdicts.items():
-                bad = [v for v in vs if v.status is not Status.PASS]
+                bad = [v for v in vs if self.blocks(v)]
                 if bad and node not in blocked:
                     blocked[node] = f"{bad[0].check} {bad[0].status.value} in an earlier stage"
         result.connections = getattr(self.transport, "connections_opened", 0)

@@ -13,6 +13,7 @@ import pytest
 from _pytest.junitxml import xml_key
 
 from nodegate.admission.gate import admission_doc, decide, write_admission
+from nodegate.admission.guard import drain_bound, find_systemic, mark_systemic
 from nodegate.admission.remediation import table_of
 from nodegate.compare.outliers import find_outliers, reject_blocking
 from nodegate.core.results import RunResult
@@ -20,6 +21,7 @@ from nodegate.core.values import Status, Verdict
 from nodegate.session.collection import SITE_PREFIX, item_key
 from nodegate.session.run_stages import ITEMS, STARTING
 from nodegate.session.state import STATE, RunState, now
+from nodegate.stages.reach import SESSION_CHECK
 from nodegate.transport.evidence import expand_evidence
 
 # Exit codes (README "Exit codes"): pytest's own, plus 1 whenever a node is rejected, 6 when
@@ -104,8 +106,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _exit_for(doc: dict[str, Any]) -> int:
-    """A run pytest saw pass: 1 if a node is rejected, else 6 if one is not qualified."""
-    if doc["summary"]["rejected"]:
+    """A run pytest saw pass: 1 if a node is rejected or a check is systemic, else 6 if one is
+    not qualified."""
+    if doc["summary"]["rejected"] or doc.get("systemic"):
         return EXIT_REJECTED
     if doc["summary"]["not_qualified"]:
         return EXIT_NOT_QUALIFIED
@@ -123,7 +126,15 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         required=state.required(),
         waivers=state.waivers,
     )
-    # The second tier (fleet-relative outliers); an interrupted run admits nobody anyway.
+    # A check erroring on most nodes is a tool or controller problem: its nodes are not
+    # qualified rather than rejected (admission.guard); an interrupted run admits nobody anyway.
+    systemic = (
+        []
+        if result.interrupted
+        else find_systemic(decisions, result, state.profiles, SESSION_CHECK.id)
+    )
+    mark_systemic(decisions, systemic)
+    # The second tier (fleet-relative outliers).
     found = None if result.interrupted else find_outliers(result, state.profiles)
     if found is not None:
         reject_blocking(decisions, found)
@@ -145,6 +156,13 @@ def _admission(state: RunState, result: RunResult) -> dict[str, Any]:
         policies=state.policies,
         waivers=state.waivers if state.settings.waivers is not None else None,
         allow_incomplete=state.settings.allow_incomplete,
+        systemic=systemic,
+        guard=drain_bound(
+            state.settings.max_drain,
+            state.inventory.settings.max_drain,
+            state.profiles,
+            len(decisions),
+        ),
     )
 
 

@@ -74,5 +74,6 @@ def pytest_nodegate_admission(doc: dict[str, Any], run_dir: Path) -> None:
     ``--alluredir``), the ``reports/latest`` link and the ``--act`` actions
     (``nodegate.actions``) are implementations; reports and actions plug in the same way. An
     action acts only when ``doc["actionable"]`` (a complete run, or ``--allow-incomplete``;
-    never an interrupted run).
+    never an interrupted run), and takes at most ``doc["guard"]["max_drain"]`` nodes out of
+    service, else none (``nodegate.actions.base.refusal``).
     """

@@ -65,6 +65,7 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
             log=progress.log,
             progress=progress,
         ),
+        waivers=state.waivers,
     )
     try:
         with progress:
