@@ -54,7 +54,7 @@ __all__ = [
 
 def providers() -> list[Provider]:
     """Every stage's provider, in stage order (explicit registry, no discovery magic)."""
-    from nodegate.sim.tools import fabric, hca, ib_pairs, nccl, pcie_gpu, reach, roce
+    from nodegate.sim.tools import fabric, hca, ib_pairs, nccl, pcie_gpu, reach, roce, traffic
 
     return [
         reach.PROVIDER,
@@ -63,6 +63,7 @@ def providers() -> list[Provider]:
         fabric.PROVIDER,
         roce.PROVIDER,
         ib_pairs.PROVIDER,
+        traffic.PROVIDER,
         nccl.PROVIDER,
     ]
 

@@ -1,0 +1,169 @@
+"""The traffic stage's plan, pure: incast rounds (every node a receiver once per rail), then a
+bisection per rail, then re-tests of suspects against known-good partners.
+
+Order: nodes by leaf, shuffled within a leaf by the seed, then dealt round-robin over the
+leaves, so that neighbours in the order sit under different leaves. Incast round j: the
+receivers are m nodes spread over the leaves (m = N // (k + 2)), each with the next m nodes as
+victim receivers and the rest dealt as senders (at most k each); the first sender of each incast
+also drives the victim flow. Bisection: the first half of the leaf-sorted order sends to a
+seeded permutation of the other half, partners under different leaves where the plan can.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nodegate.framework.active.rounds import Outcome, Round, RoundId
+
+Kind = Literal["incast", "bisection"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TrafficTest:
+    """One pattern on one rail: an incast (senders -> receiver, plus the victim flow `victim`
+    = (sender, victim receiver)) or a bisection (`pairs`: (sender, receiver) flows)."""
+
+    kind: Kind
+    rail: int
+    receiver: str = ""
+    senders: tuple[str, ...] = ()
+    victim: tuple[str, str] | None = None
+    pairs: tuple[tuple[str, str], ...] = ()
+    retest: str = ""  # the suspect this test re-tests against known-good partners
+
+    def nodes(self) -> tuple[str, ...]:
+        """Every node of the test, in a stable order."""
+        out: list[str] = []
+        if self.kind == "incast":
+            out = [self.receiver, *self.senders]
+            if self.victim is not None:
+                out.append(self.victim[1])
+        else:
+            for a, b in self.pairs:
+                out += [a, b]
+        return tuple(dict.fromkeys(out))
+
+    def flows(self) -> tuple[tuple[str, str, str], ...]:
+        """(name, sender, receiver) of every flow that runs under load."""
+        if self.kind == "bisection":
+            return tuple((f"{a}->{b}", a, b) for a, b in self.pairs)
+        out = [(f"{s}->{self.receiver}", s, self.receiver) for s in self.senders]
+        if self.victim is not None:
+            out.append((f"victim {self.victim[0]}->{self.victim[1]}", *self.victim))
+        return tuple(out)
+
+
+def order(nodes: Sequence[str], leaf: Mapping[str, str], seed: int) -> list[str]:
+    """Leaf by leaf (seeded within a leaf), dealt round-robin over the leaves."""
+    rng = random.Random(seed)
+    by_leaf: dict[str, list[str]] = {}
+    for n in sorted(nodes):
+        by_leaf.setdefault(leaf.get(n, ""), []).append(n)
+    for members in by_leaf.values():
+        rng.shuffle(members)
+    out: list[str] = []
+    queues = [by_leaf[k] for k in sorted(by_leaf)]
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out
+
+
+def incast_rounds(
+    nodes: Sequence[str], leaf: Mapping[str, str], rails: Sequence[int], k: int, seed: int
+) -> list[Round[TrafficTest]]:
+    """Every node a receiver once per rail; rails run at once (one test per rail per node)."""
+    seq = order(nodes, leaf, seed)
+    n = len(seq)
+    m = max(1, n // (k + 2))
+    rounds: list[Round[TrafficTest]] = []
+    for j, start in enumerate(range(0, n, m)):
+        receivers = seq[start : start + m]
+        rest = [x for x in seq[start + len(receivers) :] + seq[:start]]
+        victims, rest = rest[: len(receivers)], rest[len(receivers) :]
+        per = max(1, min(k, len(rest) // len(receivers)))
+        tests = []
+        for i, r in enumerate(receivers):
+            senders = tuple(rest[i * per : (i + 1) * per])
+            if not senders:
+                continue
+            w = victims[i] if i < len(victims) else None
+            for rail in rails:
+                tests.append(
+                    TrafficTest("incast", rail, r, senders, (senders[0], w) if w else None)
+                )
+        rounds.append(Round(RoundId(j + 1), tuple(tests)))
+    return rounds
+
+
+def bisection(
+    nodes: Sequence[str], leaf: Mapping[str, str], rails: Sequence[int], seed: int, number: int
+) -> Round[TrafficTest]:
+    """Half the nodes (by leaf) send to a seeded permutation of the other half, across the
+    spine where the leaves allow it."""
+    by_leaf = sorted(nodes, key=lambda x: (leaf.get(x, ""), x))
+    half = len(by_leaf) // 2
+    a, b = by_leaf[:half], by_leaf[half : 2 * half]
+    rng = random.Random(seed)
+    best: list[str] = list(b)
+    for _ in range(64):  # a permutation with no same-leaf pair, when there is one
+        cand = list(b)
+        rng.shuffle(cand)
+        same = sum(leaf.get(x) == leaf.get(y) for x, y in zip(a, cand))
+        if same < sum(leaf.get(x) == leaf.get(y) for x, y in zip(a, best)):
+            best = cand
+        if same == 0:
+            break
+    pairs = tuple(zip(a, best))
+    return Round(RoundId(number), tuple(TrafficTest("bisection", r, pairs=pairs) for r in rails))
+
+
+@dataclass
+class TrafficPlan:
+    """The localizer: incast rounds and the bisection first, then one round of re-tests of
+    the suspects the judge names (`suspects`), each an incast to a known-good receiver with
+    known-good senders (sender suspects) or to the suspect from known-good senders."""
+
+    nodes: tuple[str, ...]
+    leaf: Mapping[str, str]
+    rails: tuple[int, ...]
+    k: int
+    seed: int
+    outcomes: list[Outcome[TrafficTest]] = field(default_factory=list)
+    suspects: dict[tuple[str, int], str] = field(default_factory=dict)  # (node, rail) -> role
+    retested: bool = False
+
+    def first_rounds(self) -> list[Round[TrafficTest]]:
+        rounds = incast_rounds(self.nodes, self.leaf, self.rails, self.k, self.seed)
+        rounds.append(bisection(self.nodes, self.leaf, self.rails, self.seed, len(rounds) + 1))
+        return rounds
+
+    def add(self, outcome: Outcome[TrafficTest]) -> None:
+        self.outcomes.append(outcome)
+
+    def next_round(self) -> Round[TrafficTest] | None:
+        if self.retested or not self.suspects:
+            return None
+        self.retested = True
+        number = max(o.round.number for o in self.outcomes) + 1
+        tests = []
+        busy: set[tuple[str, int]] = set()
+        for (node, rail), role in sorted(self.suspects.items()):
+            good = [
+                n for n in order(self.nodes, self.leaf, self.seed)
+                if n != node and (n, rail) not in self.suspects and (n, rail) not in busy
+            ]  # fmt: skip
+            if role == "sender" and len(good) >= 2:
+                rx, others = good[0], good[1 : self.k]
+                t = TrafficTest("incast", rail, rx, (node, *others), retest=node)
+            elif role == "receiver" and len(good) >= 1:
+                t = TrafficTest("incast", rail, node, tuple(good[: self.k]), retest=node)
+            else:
+                continue
+            busy.update((n, rail) for n in t.nodes())
+            tests.append(t)
+        return Round(RoundId(number), tuple(tests)) if tests else None
