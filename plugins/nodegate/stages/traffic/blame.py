@@ -48,7 +48,8 @@ class Infra:
     component: str
     leaf: str
     rail: int
-    observed: str
+    at: str  # where it showed (a receiver, a flow): the repair item lists them all
+    observed: str  # with `{at}`: where it showed, filled in once per item
     expected: str
     message: str
     remediation: str
@@ -59,6 +60,8 @@ class Infra:
 class Judged:
     findings: list[Finding] = field(default_factory=list)
     infra: list[Infra] = field(default_factory=list)
+    # Bisection: leaves that each could explain every slow flow (re-tested one by one).
+    suspects: tuple[str, ...] = ()
 
 
 def switch_name(leaf: str, rail: int) -> str:
@@ -103,10 +106,11 @@ def judge_incast(
         if not c.ecn_marked.holds(marks):
             switch_cause = "no ECN mark"
             out.infra.append(Infra(
-                switch_name(leaf.get(rx, "?"), t.rail), leaf.get(rx, "?"), t.rail,
-                f"{marks} ECN-marked packets at {rx} under {where}", c.ecn_marked.expected(),
-                f"the switch in front of {rx} marked no packet of a congested port although "
-                "the hosts' ECN settings read back on",
+                switch_name(leaf.get(rx, "?"), t.rail), leaf.get(rx, "?"), t.rail, rx,
+                "no ECN-marked packet at {at} (each the receiver of an incast)",
+                c.ecn_marked.expected() + " at every receiver",
+                "the switch marked no packet of its congested ports although the hosts' ECN "
+                "settings read back on",
                 "enable ECN marking (WRED/ECN profile) on the RoCE priority's queues of this "
                 "switch", key))  # fmt: skip
         elif not c.cnp_sent.holds(cnps):
@@ -131,11 +135,11 @@ def judge_incast(
         if lost[rx] > 0 and not any(paused.values()) and not blamed:
             switch_cause = (switch_cause + " and " if switch_cause else "") + "no PFC"
             out.infra.append(Infra(
-                switch_name(leaf.get(rx, "?"), t.rail), leaf.get(rx, "?"), t.rail,
-                f"{lost[rx]} packets lost at {rx}, no sender paused, under {where}",
+                switch_name(leaf.get(rx, "?"), t.rail), leaf.get(rx, "?"), t.rail, rx,
+                "packets lost at {at} (each the receiver of an incast), no sender paused",
                 "lossless (PFC pauses, no loss)",
-                f"the switch in front of {rx} dropped RoCE packets instead of pausing the "
-                "senders (PFC off on the RoCE priority)",
+                "the switch dropped RoCE packets instead of pausing the senders (PFC off on "
+                "the RoCE priority)",
                 "enable PFC on the RoCE priority of this switch's ports", key))  # fmt: skip
         cause = switch_cause and f"explained by the switch in front of {rx} ({switch_cause})"
         why_rest = cause or ("; ".join(blamed.values()) if blamed else "")
@@ -220,8 +224,9 @@ def judge_bisection(
     bws = {(a, b): m.flows[f"{a}->{b}"] for a, b in t.pairs}
     agg = round(sum(bws.values()) / (len(bws) * prof.line_rate_gbps), 3)
     med = median(list(bws.values()))
-    # Half the flows or more slow: the median is slow too; the best flow is the reference.
-    ref = med if prof.aggregate.holds(med / prof.line_rate_gbps) else max(bws.values())
+    # Half the flows or more slow: the median is slow too; line rate is the reference then.
+    line = prof.line_rate_gbps
+    ref = med if prof.bisection.holds(med / line) and not t.retest else line
     share = {p: round(v / ref, 3) if ref > 0 else 0.0 for p, v in bws.items()}
     slow = [p for p in bws if not prof.per_flow.holds(share[p])]
     leaves = None
@@ -229,12 +234,17 @@ def judge_bisection(
         common = set.intersection(*({leaf.get(a, "?"), leaf.get(b, "?")} for a, b in slow))
         leaves = sorted(common)
     detail = f"aggregate {agg:g} of N/2 x line rate, {len(slow)} of {len(bws)} flows slow"
+    if t.retest:
+        # Two flows out of the suspect leaf and two into it, partners under a good leaf.
+        leaves = [t.retest] if slow else []
+    elif leaves and len(leaves) > 1:
+        out.suspects = tuple(leaves)
     if leaves and len(leaves) == 1:
         (lf,) = leaves
         out.infra.append(Infra(
             f"{switch_name(lf, t.rail)} uplinks", lf, t.rail,
-            f"{len(slow)} bisection flows through {lf} at "
-            f"{min(share[p] for p in slow):g}-{max(share[p] for p in slow):g} of the reference",
+            ", ".join(f"{a}->{b}" for a, b in slow),
+            "bisection flows {at} through it at half speed or less",
             prof.per_flow.expected() + " of the reference flow",
             f"the slow flows of the bisection all cross {lf}'s uplinks: an uplink down or "
             "static routes putting several flows on one uplink",
@@ -244,7 +254,10 @@ def judge_bisection(
         for n in (a, b):
             p = (a, b)
             msg = f"{where}: {a}->{b} {bws[p]:g} Gb/s, {share[p]:g} of the reference; {detail}"
-            if p not in slow and (prof.bisection.holds(agg) or leaves):
+            if t.retest and not slow:
+                add(n, "pass", share[p], prof.per_flow.expected(),
+                    f"{msg}: {t.retest}'s uplinks cleared", prof.per_flow)  # fmt: skip
+            elif p not in slow and (prof.bisection.holds(agg) or leaves):
                 add(n, "pass", share[p], prof.per_flow.expected(), msg, prof.per_flow)
             elif leaves and len(leaves) == 1:
                 add(n, "pass", share[p], prof.per_flow.expected(),

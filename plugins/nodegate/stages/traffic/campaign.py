@@ -4,6 +4,7 @@ flows, a bisection per rail, judged and blamed (`blame`)."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from nodegate.core.thresholds import Threshold
@@ -70,7 +71,8 @@ class TrafficCampaign(Campaign[TrafficTest]):
 
     def key_of(self, test: TrafficTest) -> str:
         if test.kind == "bisection":
-            return f"rail{test.rail}-bisection"
+            tail = f"-retest-{test.retest}" if test.retest else ""
+            return f"rail{test.rail}-bisection{tail}"
         tail = f"-retest-{test.retest}" if test.retest else ""
         return f"rail{test.rail}-incast-to-{test.receiver}{tail}"
 
@@ -97,7 +99,10 @@ class TrafficCampaign(Campaign[TrafficTest]):
         if test.kind == "incast":
             self.judged[test] = judge_incast(test, m, self.prof, self.leaf, self.prio, key)
         else:
-            self.judged[test] = judge_bisection(test, m, self.prof, self.leaf, key)
+            j = judge_bisection(test, m, self.prof, self.leaf, key)
+            self.judged[test] = j
+            if j.suspects:
+                self.localizer.leaf_suspects.append((test.rail, j.suspects))
         if m.error is not None:
             return Sanity(None, m.error)
         return Sanity(round(sum(m.flows.values()), 2))
@@ -126,11 +131,18 @@ class TrafficCampaign(Campaign[TrafficTest]):
         }  # fmt: skip
 
     def _infra(self) -> list[Infra]:
-        seen: dict[tuple[str, str], Infra] = {}
+        """One item per fault of a part (its component and what is wrong), listing every
+        place it showed."""
+        seen: dict[tuple[str, str], tuple[Infra, list[str]]] = {}
         for j in self.judged.values():
             for i in j.infra:
-                seen.setdefault((i.component, i.message), i)
-        return sorted(seen.values(), key=lambda i: (i.component, i.message))
+                first, ats = seen.setdefault((i.component, i.message), (i, []))
+                ats += [a for a in i.at.split(", ") if a not in ats]
+        return sorted(
+            (replace(i, at=", ".join(ats), observed=i.observed.format(at=", ".join(ats)))
+             for i, ats in seen.values()),
+            key=lambda i: (i.component, i.message),
+        )  # fmt: skip
 
     def verdicts(self, evidence: EvidenceRefs[TrafficTest]) -> list[Verdict]:
         outcomes = self._outcomes()
@@ -153,6 +165,17 @@ class TrafficCampaign(Campaign[TrafficTest]):
             for f in j.findings:
                 found.setdefault((f.area, f.node, f.rail), []).append(f)
         infra = self._infra()
+        confirmed = {(i.rail, i.leaf) for i in infra if i.component.endswith(" uplinks")}
+        for t, j in self.judged.items():
+            if j.suspects and any((t.rail, x) in confirmed for x in j.suspects):
+                names = " or ".join(x for x in j.suspects if (t.rail, x) in confirmed)
+                for f in j.findings:
+                    k = (f.area, f.node, f.rail)
+                    found[k] = [
+                        replace(g, status="pass", message=f"{g.message}: explained by {names}'s "
+                                "uplinks (re-tested)") if g is f and g.status == "fail" else g
+                        for g in found.get(k, [])
+                    ]  # fmt: skip
         out: list[Verdict] = []
         roce = self.prio is not None
         for n in self.nodes:

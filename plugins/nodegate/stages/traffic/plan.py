@@ -135,6 +135,8 @@ class TrafficPlan:
     seed: int
     outcomes: list[Outcome[TrafficTest]] = field(default_factory=list)
     suspects: dict[tuple[str, int], str] = field(default_factory=dict)  # (node, rail) -> role
+    # (rail, leaves): a bisection whose slow flows each of these leaves could explain
+    leaf_suspects: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
     retested: bool = False
 
     def first_rounds(self) -> list[Round[TrafficTest]]:
@@ -146,11 +148,12 @@ class TrafficPlan:
         self.outcomes.append(outcome)
 
     def next_round(self) -> Round[TrafficTest] | None:
-        if self.retested or not self.suspects:
+        if self.retested or not (self.suspects or self.leaf_suspects):
             return None
         self.retested = True
         number = max(o.round.number for o in self.outcomes) + 1
-        tests = []
+        tests = [t for rail, leaves in self.leaf_suspects for t in leaf_retests(
+            self.nodes, self.leaf, rail, leaves, self.seed)]  # fmt: skip
         busy: set[tuple[str, int]] = set()
         for (node, rail), role in sorted(self.suspects.items()):
             good = [
@@ -167,3 +170,22 @@ class TrafficPlan:
             busy.update((n, rail) for n in t.nodes())
             tests.append(t)
         return Round(RoundId(number), tuple(tests)) if tests else None
+
+
+def leaf_retests(
+    nodes: Sequence[str], leaf: Mapping[str, str], rail: int, suspects: Sequence[str], seed: int
+) -> list[TrafficTest]:
+    """Per suspect leaf: two of its nodes send to two nodes under a leaf that is no suspect,
+    which send back (two flows up its uplinks, two down): slow only if that leaf is at fault.
+    Tests of one rail that share nodes run one after the other (the scheduler's resources)."""
+    seq = order(nodes, leaf, seed)
+    good = [n for n in seq if leaf.get(n) not in suspects]
+    out = []
+    for x in suspects:
+        mine = [n for n in seq if leaf.get(n) == x]
+        if len(mine) < 2 or len(good) < 2:
+            continue
+        (x1, x2), (g1, g2) = mine[:2], good[:2]
+        pairs = ((x1, g1), (x2, g2), (g1, x1), (g2, x2))
+        out.append(TrafficTest("bisection", rail, pairs=pairs, retest=x))
+    return out
