@@ -112,9 +112,9 @@ def test_switch_faults_mark_the_switch_not_the_nodes(sim_fleet: Any, tmp_path: P
     obs, nodes = got["leaf03 rail 1 uplinks"]
     assert sorted(nodes) == NODES[8:12]
     # the bisection's slow flows could be leaf01's or leaf03's: both re-tested, leaf03 named
-    loc = json.loads(
-        (run.run_dir / "traffic" / f"localization-{PROFILE}.json").read_text()
-    )["tests"]
+    loc = json.loads((run.run_dir / "traffic" / f"localization-{PROFILE}.json").read_text())[
+        "tests"
+    ]
     assert {k for k in loc if "retest" in k} == {
         "rail1-bisection-retest-leaf01", "rail1-bisection-retest-leaf03",
     }  # fmt: skip

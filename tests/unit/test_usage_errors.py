@@ -153,7 +153,8 @@ CASES = {
     ),
     "capture-stages": Case(
         ("capture", "--inventory", "inv.yaml", "--stages", "bogus", "--out", "bundle"),
-        "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, hca, roce, ib_pairs, nccl",
+        "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, hca, roce, ib_pairs, traffic, "
+        "nccl",
         cli=True,
     ),
     "capture-out-file": Case(

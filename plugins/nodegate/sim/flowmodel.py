@@ -308,11 +308,9 @@ def flow_average(
                 cuts.add(t)
     times = sorted(cuts)
     total, got, shared = Counters(), 0.0, 0.0
-    for a, b in zip(times, times[1:]):
+    for a, b in zip(times, times[1:], strict=False):
         mid = (a + b) / 2
-        live = [
-            fl for fl, s, e in spans.values() if s <= mid < (now if e is None else e)
-        ]
+        live = [fl for fl, s, e in spans.values() if s <= mid < (now if e is None else e)]
         rates, regimes = solve(fab, live)
         tx = sum(rates[fl.id] for fl in live if fl.src == mine.src and fl.rail == mine.rail)
         got += rates[me] * (b - a)

@@ -21,6 +21,7 @@ import socket
 import sys
 import time
 import uuid
+from typing import Any
 
 LINE = "-" * 87
 EFFICIENCY = 0.965  # large-message RDMA write efficiency on an NDR/HDR link (~96-97 %)
@@ -218,7 +219,7 @@ def bandwidth(
     return round(rate * EFFICIENCY * factor, 2)
 
 
-def _flowmodel():  # type: ignore[no-untyped-def]
+def _flowmodel() -> Any:
     """sim/flowmodel.py, loaded by path (this script runs isolated: -I -S)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flowmodel.py")
     spec = importlib.util.spec_from_file_location("nodegate_sim_flowmodel", path)
@@ -251,19 +252,22 @@ def timed_flow(
             fab = fm.Fabric(json.load(f))
     except FileNotFoundError:  # a fleet built without the flow model: the pair's own rate
         time.sleep(seconds)
-        return round(bandwidth(me, peer, rail_of(me, dev) or {}, rail_of(peer, dev) or {}), 2), {}, {}
+        return (
+            round(bandwidth(me, peer, rail_of(me, dev) or {}, rail_of(peer, dev) or {}), 2),
+            {},
+            {},
+        )
     me_id = uuid.uuid4().hex
     rec = {"id": me_id, "src": me["node"], "dst": peer["node"], "rail": _rail_index(dev)}
-    with _locked(os.path.join(d, "flows.lock")):
-        with open(os.path.join(d, "flows.jsonl"), "a") as f:
-            f.write(json.dumps({**rec, "start": time.time()}) + "\n")
+    with _locked(os.path.join(d, "flows.lock")), open(os.path.join(d, "flows.jsonl"), "a") as f:
+        f.write(json.dumps({**rec, "start": time.time()}) + "\n")
     time.sleep(seconds)
     with _locked(os.path.join(d, "flows.lock")):
         now = time.time()
         with open(os.path.join(d, "flows.jsonl"), "a") as f:
             f.write(json.dumps({"id": me_id, "end": now}) + "\n")
         with open(os.path.join(d, "flows.jsonl")) as f:
-            docs: dict[str, dict[str, object]] = {}
+            docs: dict[str, dict[str, Any]] = {}
             for line in f:
                 r = json.loads(line)
                 if "start" in r:

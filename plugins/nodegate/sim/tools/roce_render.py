@@ -223,7 +223,9 @@ def _with_slots(
     for k, v in values.items():
         if k in r.climb or k in moved:
             text += row.format(k, "{}")
-            slots.append((v, r.climb.get(k, 0), f"{TRAFFIC_DIR}/{r.device}/{k}" if k in moved else ""))
+            slots.append(
+                (v, r.climb.get(k, 0), f"{TRAFFIC_DIR}/{r.device}/{k}" if k in moved else "")
+            )
         else:
             text += row.format(k, v)
     return text, slots

@@ -61,7 +61,9 @@ def topology(model: FleetModel) -> dict[str, Any]:
         raise ConfigError(f"{where}: a mapping of uplinks, faults; got {raw!r}")
     uplinks = raw.get("uplinks", 0)
     if isinstance(uplinks, bool) or not isinstance(uplinks, int) or not 0 <= uplinks <= 64:
-        raise ConfigError(f"{where}.uplinks: got {uplinks!r}, expected a whole number 0-64 (0: one per host)")
+        raise ConfigError(
+            f"{where}.uplinks: got {uplinks!r}, expected a whole number 0-64 (0: one per host)"
+        )
     leaves: dict[str, int] = {}
     nodes: dict[str, Any] = {}
     for n in model.nodes:

@@ -24,6 +24,7 @@ from nodegate.stages.traffic.plan import TrafficTest
 from nodegate.stages.traffic.profile import LOSS_COUNTERS, TrafficProfile
 
 Area = Literal["incast", "victim", "bisection", "counters"]
+Status = Literal["pass", "fail", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +34,7 @@ class Finding:
     area: Area
     node: str
     rail: int
-    status: Literal["pass", "fail", "error"]
+    status: Status
     observed: float | str | None
     expected: str
     message: str
@@ -76,14 +77,14 @@ def judge_incast(
     out = Judged()
     nodes = t.nodes()
 
-    def add(area: Area, node: str, status: Literal["pass", "fail", "error"], observed: float | str | None,
+    def add(area: Area, node: str, status: Status, observed: float | str | None,
             expected: str, msg: str, ref: Threshold | None = None) -> None:  # fmt: skip
         out.findings.append(Finding(area, node, t.rail, status, observed, expected, msg, ref, key))
 
     if m.error is not None:
         for n in nodes:
             for area in ("incast", "victim", "counters"):
-                add(area, n, "error", None, "a load test", m.error)  # type: ignore[arg-type]
+                add(area, n, "error", None, "a load test", m.error)
         return out
     line = prof.line_rate_gbps
     sender_bw = {s: m.flows[f"{s}->{t.receiver}"] for s in t.senders}
@@ -195,11 +196,25 @@ def judge_incast(
         if prof.victim.holds(victim):
             add("victim", n, "pass", victim, prof.victim.expected(), vmsg, prof.victim)
         elif rx in blamed and n == rx:
-            add("victim", n, "fail", victim, prof.victim.expected(),
-                f"{vmsg}: head-of-line blocked by {rx}'s pauses ({blamed[rx]})", prof.victim)
+            add(
+                "victim",
+                n,
+                "fail",
+                victim,
+                prof.victim.expected(),
+                f"{vmsg}: head-of-line blocked by {rx}'s pauses ({blamed[rx]})",
+                prof.victim,
+            )
         elif explained or n != v:
-            add("victim", n, "pass", victim, prof.victim.expected(),
-                f"{vmsg}: {explained or 'the victim sender is judged'}", prof.victim)
+            add(
+                "victim",
+                n,
+                "pass",
+                victim,
+                prof.victim.expected(),
+                f"{vmsg}: {explained or 'the victim sender is judged'}",
+                prof.victim,
+            )
         else:
             add("victim", n, "fail", victim, prof.victim.expected(), vmsg, prof.victim)
     return out
@@ -210,7 +225,7 @@ def judge_bisection(
 ) -> Judged:
     out = Judged()
 
-    def add(node: str, status: Literal["pass", "fail", "error"], observed: float | str | None,
+    def add(node: str, status: Status, observed: float | str | None,
             expected: str, msg: str, ref: Threshold | None = None) -> None:  # fmt: skip
         out.findings.append(
             Finding("bisection", node, t.rail, status, observed, expected, msg, ref, key)

@@ -40,8 +40,7 @@ class TrafficCampaign(Campaign[TrafficTest]):
         )
         self.performance: Threshold = prof.aggregate
         self.addresses = {
-            n.name: {r: peer_address(n, r, transport).address for r in self.paths}
-            for n in members
+            n.name: {r: peer_address(n, r, transport).address for r in self.paths} for n in members
         }
         self.timings: dict[TrafficTest, list[Timing]] = {}
         self.measured: dict[TrafficTest, Measured] = {}
@@ -196,6 +195,13 @@ def _lost(area: Any, node: str, rail: int, device: str, why: str) -> Verdict:
     from nodegate.core.values import Status
     from nodegate.stages.traffic.checks import rail_component
 
-    return Verdict(BY_AREA[area].id, node, Status.ERROR, rail_component(device, rail), None,
-                   "tested", message=why,
-                   remediation="check the node's SSH access (stage reach), then qualify it again")
+    return Verdict(
+        BY_AREA[area].id,
+        node,
+        Status.ERROR,
+        rail_component(device, rail),
+        None,
+        "tested",
+        message=why,
+        remediation="check the node's SSH access (stage reach), then qualify it again",
+    )

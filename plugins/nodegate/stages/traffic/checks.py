@@ -68,8 +68,14 @@ def area_verdict(
     check = BY_AREA[area]
     comp = rail_component(device, rail)
     if area == "counters" and not roce:
-        return Verdict(check.id, node, Status.PASS, comp, expected="not applicable",
-                       message="InfiniBand rail: no RoCE counters (traffic.counters: null)")
+        return Verdict(
+            check.id,
+            node,
+            Status.PASS,
+            comp,
+            expected="not applicable",
+            message="InfiniBand rail: no RoCE counters (traffic.counters: null)",
+        )
     ev = tuple(dict.fromkeys(r for f in found for r in refs(f.test_key, node)))
     for status, st in (("fail", Status.FAIL), ("error", Status.ERROR)):
         bad = [f for f in found if f.status == status]
@@ -81,8 +87,16 @@ def area_verdict(
                            message=f.message + more, remediation=hint, evidence=ev,
                            reference=f.reference)  # fmt: skip
     if not found:
-        return Verdict(check.id, node, Status.ERROR, comp, None, "tested",
-                       message=f"not in any {area} test on rail {rail}", evidence=ev)
+        return Verdict(
+            check.id,
+            node,
+            Status.ERROR,
+            comp,
+            None,
+            "tested",
+            message=f"not in any {area} test on rail {rail}",
+            evidence=ev,
+        )
     f = found[0]
     return Verdict(check.id, node, Status.PASS, comp, f.observed, f.expected,
                    message="; ".join(x.message for x in found[:3]), evidence=ev,
@@ -106,8 +120,17 @@ def fabric_verdicts(
     plain PASS."""
     mine = [i for i in infra if i.leaf == leaf]
     if not mine:
-        return [Verdict(FABRIC.id, node, Status.PASS, switch_label, "no fault", "no fault",
-                        message=f"no switch or uplink fault found under load behind {leaf}")]
+        return [
+            Verdict(
+                FABRIC.id,
+                node,
+                Status.PASS,
+                switch_label,
+                "no fault",
+                "no fault",
+                message=f"no switch or uplink fault found under load behind {leaf}",
+            )
+        ]
     return [mark_infrastructure(node, i, refs(i.test_key, node)) for i in mine]
 
 

@@ -113,12 +113,12 @@ def bisection(
     for _ in range(64):  # a permutation with no same-leaf pair, when there is one
         cand = list(b)
         rng.shuffle(cand)
-        same = sum(leaf.get(x) == leaf.get(y) for x, y in zip(a, cand))
-        if same < sum(leaf.get(x) == leaf.get(y) for x, y in zip(a, best)):
+        same = sum(leaf.get(x) == leaf.get(y) for x, y in zip(a, cand, strict=True))
+        if same < sum(leaf.get(x) == leaf.get(y) for x, y in zip(a, best, strict=True)):
             best = cand
         if same == 0:
             break
-    pairs = tuple(zip(a, best))
+    pairs = tuple(zip(a, best, strict=True))
     return Round(RoundId(number), tuple(TrafficTest("bisection", r, pairs=pairs) for r in rails))
 
 

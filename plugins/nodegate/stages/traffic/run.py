@@ -46,9 +46,7 @@ class Timing:
     end: float
 
 
-def perftest_argv(
-    path: RailPath, prof: TrafficProfile, port: int, server: str | None
-) -> list[str]:
+def perftest_argv(path: RailPath, prof: TrafficProfile, port: int, server: str | None) -> list[str]:
     r = path.rail
     argv: list[str] = []
     if r.numa_node is not None:
@@ -141,7 +139,7 @@ class Runner:
         if ok and all(ready):
             self._pending = started
             return [p for _, _, p in started]
-        for (flow, shown, p), up in zip(started, ready):
+        for (flow, shown, p), up in zip(started, ready, strict=True):
             if not p.at_eof:
                 await p.kill(hang_up=False)
             s = await p.wait(time.monotonic() + KILLED_WAIT_S)

@@ -54,7 +54,9 @@ class TrafficStage(ActiveStage[TrafficTest]):
             t = rp.transport
             extra = ("-x", str(t.gid_index), "--tclass", str(t.traffic_class))
             prio = rp.qos.roce_priority if prof.counters is not None else None
-        paths = [RailPath(r, netdev.get(r.rail) if prio is not None else None, extra) for r in rails]
+        paths = [
+            RailPath(r, netdev.get(r.rail) if prio is not None else None, extra) for r in rails
+        ]
         leaf = {n.name: n.labels.get("leaf", "") for n in nodes}
         return TrafficCampaign(name, prof, paths, nodes, ctx.transport, leaf, prio)
 
