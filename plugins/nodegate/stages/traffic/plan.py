@@ -109,13 +109,14 @@ def bisection(
     half = len(by_leaf) // 2
     a, b = by_leaf[:half], by_leaf[half : 2 * half]
     rng = random.Random(seed)
-    best: list[str] = list(b)
-    for _ in range(64):  # a permutation with no same-leaf pair, when there is one
+    best: list[str] = []
+    fewest = len(a) + 1
+    for _ in range(64):  # the first seeded permutation with no same-leaf pair, if any
         cand = list(b)
         rng.shuffle(cand)
         same = sum(leaf.get(x) == leaf.get(y) for x, y in zip(a, cand, strict=True))
-        if same < sum(leaf.get(x) == leaf.get(y) for x, y in zip(a, best, strict=True)):
-            best = cand
+        if same < fewest:
+            best, fewest = cand, same
         if same == 0:
             break
     pairs = tuple(zip(a, best, strict=True))
