@@ -101,7 +101,7 @@ PLAN: dict[str, Step] = {
         "--collect-only -q", 0, "", "real nodes: collected, not connected to"
     ),
     ".venv/bin/nodegate run --inventory hosts.ini --nodes @rack02 -m reach --collect-only -q": (
-        Step("", 0, "64/520 tests collected (456 deselected)")
+        Step("", 0, "64/568 tests collected (504 deselected)")
     ),
     'scripts/test -m "not integration"': Step(
         "--collect-only -q tests/unit/test_cli.py", 0, "", "collects: the suite does not recurse"
@@ -112,6 +112,9 @@ PLAN: dict[str, Step] = {
     ),
     ".venv/bin/python bench/bench_ib_pairs.py": Step(
         "--sizes 4 --faults 1 --subnet {subnet}", 0, "", "the smallest size, a fresh subnet"
+    ),
+    ".venv/bin/python bench/bench_traffic.py": Step(
+        "--sizes 64 --flows 256", 0, "| 64 | 11 |", "the smallest size; no fleet is started"
     ),
     ".venv/bin/python bench/bench_report.py": Step(
         "--nodes 64", 0, "nodes (admitted / rejected)", "64 nodes, from the demo's run"
