@@ -55,7 +55,7 @@ def fabric(nodes: list[str], leaf: dict[str, str], faults: list[dict[str, object
 
 def bisection_rounds(plan: TrafficPlan, fab: Fabric, rail: int, prof: object) -> int:
     """Rounds after the incasts until the uplink fault is named (1: the bisection itself)."""
-    rounds = plan.first_rounds()
+    rounds = plan.planned
     (bis,) = [t for t in rounds[-1].tests if t.rail == rail]
     for extra, test in enumerate([bis], start=1):
         rates, _ = solve(fab, [Flow(n, a, b, rail) for n, a, b in test.flows()])
@@ -89,7 +89,7 @@ def main() -> int:
     for n in (int(s) for s in args.sizes.split(",")):
         nodes, leaf = fleet(n)
         plan = TrafficPlan(tuple(nodes), leaf, tuple(range(RAILS)), prof.senders, prof.seed)
-        rounds = plan.first_rounds()
+        rounds = plan.planned
         incasts = rounds[:-1]
         wall = len(incasts) * (2 * d + args.overhead) + (d + args.overhead)
         rng = random.Random(n)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.chaos import kill_orphans
 from tests.integration.conftest import REPO
 
 pytestmark = pytest.mark.integration
@@ -133,3 +134,25 @@ def test_pfc_off_and_uplink_down_and_a_healthy_rail(sim_fleet: Any, tmp_path: Pa
     rail2 = [v for v in traffic(run) if v["component"] == "mlx5_2 (rail 2)"]
     assert len(rail2) == 12 * 4 and {v["status"] for v in rail2} == {"pass"}
     assert all(v["observed"] is not None for v in rail2 if v["check"] != "traffic.counters")
+
+
+def test_a_node_lost_mid_stage_rejects_only_itself(sim_fleet: Any, tmp_path: Path) -> None:
+    """gpu006's SSH connection drops as its first process starts: it is every traffic
+    check's ERROR; the later rounds are planned without it, the receiver whose incast it
+    broke receives again from other senders, and every other node passes."""
+    fleet = sim_fleet(model(faults={"gpu006": [{"drop_after": "0"}]}))
+    try:
+        run = fleet.run(*STAGES, f"--profiles-dir={profile_dir(tmp_path, [0])}", timeout=400)
+    finally:
+        kill_orphans(fleet, "gpu006")
+    assert list(run.rejected()) == ["gpu006"], run.stdout[-3000:]
+    mine = {(v["check"], v["status"]) for v in traffic(run) if v["node"] == "gpu006"}
+    assert mine == {
+        (c, "error") for c in ("traffic.incast", "traffic.victim", "traffic.bisection",
+                               "traffic.counters", "traffic.cleanup")
+    } | {("traffic.fabric", "pass")}  # fmt: skip
+    assert bad(run) == {"gpu006": {(c, s) for c, s in bad(run)["gpu006"]}}
+    plan = json.loads((run.run_dir / "traffic" / f"plan-{PROFILE}.json").read_text())
+    later = [t for r in plan["rounds"][1:] for t in r["tests"]]
+    assert later and all("gpu006" not in json.dumps(t) for t in later)
+    assert [t["retest"] for t in later if "retest" in t]  # the broken incast's receiver

@@ -54,13 +54,17 @@ def test_bisection_crosses_the_spine_and_is_seeded() -> None:
 
 def test_plan_channels_and_a_leaf_retest() -> None:
     plan = TrafficPlan(tuple(NODES), LEAF, (0,), 3, 0)
-    first = plan.first_rounds()
+    first = plan.planned
     assert [r.id.number for r in first] == list(range(1, len(first) + 1))
+    assert plan.first_rounds() == first[:1]
     t = first[0].tests[0]
     assert channels(t, counters=True) == 2 * len(t.nodes()) + 2 * (len(t.senders) + 2)
     plan.leaf_suspects.append((0, ("leaf01", "leaf04")))
     from nodegate.framework.active.rounds import Outcome
 
+    for r in first[:-1]:
+        plan.add(Outcome(r.tests[0], r.id, True))
+        assert plan.next_round() == first[r.id.number]  # the next planned round, as planned
     plan.add(Outcome(first[-1].tests[0], first[-1].id, False))
     nxt = plan.next_round()
     assert nxt is not None and [x.retest for x in nxt.tests] == ["leaf01", "leaf04"]
@@ -70,6 +74,25 @@ def test_plan_channels_and_a_leaf_retest() -> None:
         assert len(ups) == 2 and len(downs) == 2
         assert all(LEAF[b] not in ("leaf01", "leaf04") for _, b in ups)
     assert plan.next_round() is None
+
+
+def test_a_lost_node_leaves_the_later_rounds_and_its_receiver_is_retested() -> None:
+    plan = TrafficPlan(tuple(NODES), LEAF, (0,), 3, 0)
+    from nodegate.framework.active.rounds import Outcome
+
+    (t, *_) = plan.planned[0].tests
+    gone = t.senders[0]
+    plan.add(Outcome(t, plan.planned[0].id, False, lost=((gone, "connection lost"),)))
+    for r in plan.planned[1:]:
+        nxt = plan.next_round()
+        assert nxt is not None and nxt.id == r.id
+        assert all(gone not in x.nodes() for x in nxt.tests)
+        for x in nxt.tests:
+            plan.add(Outcome(x, nxt.id, True))
+    retest = plan.next_round()
+    assert retest is not None
+    assert [(x.receiver, x.retest) for x in retest.tests] == [(t.receiver, t.receiver)]
+    assert gone not in retest.tests[0].senders and len(retest.tests[0].senders) == 3
 
 
 def test_jain_and_overlap() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from nodegate.framework.active.rounds import Outcome, Round, RoundId
@@ -123,11 +123,24 @@ def bisection(
     return Round(RoundId(number), tuple(TrafficTest("bisection", r, pairs=pairs) for r in rails))
 
 
+def without(t: TrafficTest, lost: set[str]) -> TrafficTest | None:
+    """A planned test with the nodes lost so far taken out (None: nothing left to test)."""
+    if t.kind == "bisection":
+        pairs = tuple(p for p in t.pairs if not set(p) & lost)
+        return replace(t, pairs=pairs) if pairs else None
+    senders = tuple(s for s in t.senders if s not in lost)
+    if t.receiver in lost or not senders:
+        return None
+    victim = t.victim if t.victim is not None and not set(t.victim) & lost else None
+    return replace(t, senders=senders, victim=victim)
+
+
 @dataclass
 class TrafficPlan:
-    """The localizer: incast rounds and the bisection first, then one round of re-tests of
-    the suspects the judge names (`suspects`), each an incast to a known-good receiver with
-    known-good senders (sender suspects) or to the suspect from known-good senders."""
+    """The localizer: the incast rounds and the bisection, each planned again without the
+    nodes lost so far (a node that cannot run its side is nobody's partner again), then one
+    round of re-tests: each leaf a bisection could not tell from another (`leaf_suspects`),
+    and each receiver whose incast was lost with a node, receiving from known-good senders."""
 
     nodes: tuple[str, ...]
     leaf: Mapping[str, str]
@@ -135,42 +148,66 @@ class TrafficPlan:
     k: int
     seed: int
     outcomes: list[Outcome[TrafficTest]] = field(default_factory=list)
-    suspects: dict[tuple[str, int], str] = field(default_factory=dict)  # (node, rail) -> role
     # (rail, leaves): a bisection whose slow flows each of these leaves could explain
     leaf_suspects: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
     retested: bool = False
+    planned: list[Round[TrafficTest]] = field(default_factory=list)
 
-    def first_rounds(self) -> list[Round[TrafficTest]]:
+    def __post_init__(self) -> None:
         rounds = incast_rounds(self.nodes, self.leaf, self.rails, self.k, self.seed)
         rounds.append(bisection(self.nodes, self.leaf, self.rails, self.seed, len(rounds) + 1))
-        return rounds
+        self.planned = rounds
+
+    def lost(self) -> set[str]:
+        return {n for o in self.outcomes for n, _ in o.lost}
+
+    def first_rounds(self) -> list[Round[TrafficTest]]:
+        return self.planned[:1]
 
     def add(self, outcome: Outcome[TrafficTest]) -> None:
         self.outcomes.append(outcome)
 
     def next_round(self) -> Round[TrafficTest] | None:
-        if self.retested or not (self.suspects or self.leaf_suspects):
+        done = {o.round.number for o in self.outcomes}
+        lost = self.lost()
+        for r in self.planned:
+            if r.id.number in done:
+                continue
+            tests = tuple(x for t in r.tests if (x := without(t, lost)) is not None)
+            if tests:
+                return Round(r.id, tests)
+            done.add(r.id.number)
+        if self.retested:
             return None
         self.retested = True
-        number = max(o.round.number for o in self.outcomes) + 1
-        tests = [t for rail, leaves in self.leaf_suspects for t in leaf_retests(
-            self.nodes, self.leaf, rail, leaves, self.seed)]  # fmt: skip
-        busy: set[tuple[str, int]] = set()
-        for (node, rail), role in sorted(self.suspects.items()):
+        number = max(done) + 1
+        left = [n for n in self.nodes if n not in lost]
+        again = [
+            t for rail, leaves in self.leaf_suspects
+            for t in leaf_retests(left, self.leaf, rail, leaves, self.seed)
+        ]  # fmt: skip
+        again += self.receiver_retests(lost, {(n, t.rail) for t in again for n in t.nodes()})
+        return Round(RoundId(number), tuple(again)) if again else None
+
+    def receiver_retests(self, lost: set[str], busy: set[tuple[str, int]]) -> list[TrafficTest]:
+        """The receivers of incasts lost with a node: an incast to each from nodes that have
+        passed nothing against them (any node not lost), so that its notification point is
+        still judged."""
+        out = []
+        for o in self.outcomes:
+            t = o.test
+            if not o.lost or t.kind != "incast" or t.receiver in lost:
+                continue
             good = [
                 n for n in order(self.nodes, self.leaf, self.seed)
-                if n != node and (n, rail) not in self.suspects and (n, rail) not in busy
-            ]  # fmt: skip
-            if role == "sender" and len(good) >= 2:
-                rx, others = good[0], good[1 : self.k]
-                t = TrafficTest("incast", rail, rx, (node, *others), retest=node)
-            elif role == "receiver" and len(good) >= 1:
-                t = TrafficTest("incast", rail, node, tuple(good[: self.k]), retest=node)
-            else:
+                if n != t.receiver and n not in lost and (n, t.rail) not in busy
+            ][: self.k]  # fmt: skip
+            if (t.receiver, t.rail) in busy or len(good) < 2:
                 continue
-            busy.update((n, rail) for n in t.nodes())
-            tests.append(t)
-        return Round(RoundId(number), tuple(tests)) if tests else None
+            x = TrafficTest("incast", t.rail, t.receiver, tuple(good), retest=t.receiver)
+            busy.update((n, t.rail) for n in x.nodes())
+            out.append(x)
+        return out
 
 
 def leaf_retests(
