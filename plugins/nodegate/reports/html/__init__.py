@@ -27,6 +27,7 @@ from nodegate.core.results import REPORT_FILE, VERDICTS_FILE, RunResult
 from nodegate.core.safetext import printable
 from nodegate.reports.folding import node_state, nodeset
 from nodegate.reports.html.plots import plots
+from nodegate.reports.html.traffic import traffic_view
 from nodegate.reports.html.view import heatmap, index_verdicts, node_views, rejected_by
 from nodegate.stages.registry import checks_by_id
 from nodegate.transport.evidence import evidence_file
@@ -71,6 +72,7 @@ def render(
         groups=groups,
         plots=plots(verdicts_doc.get("verdicts", ())),
         nodes=node_views(doc),
+        traffic=traffic_view(run_dir),
     )
 
 
