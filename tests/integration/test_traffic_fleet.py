@@ -156,3 +156,38 @@ def test_a_node_lost_mid_stage_rejects_only_itself(sim_fleet: Any, tmp_path: Pat
     later = [t for r in plan["rounds"][1:] for t in r["tests"]]
     assert later and all("gpu006" not in json.dumps(t) for t in later)
     assert [t["retest"] for t in later if "retest" in t]  # the broken incast's receiver
+
+
+def test_infiniband_uplink_faults_mark_the_leaf_and_incasts_pass(
+    sim_fleet: Any, tmp_path: Path
+) -> None:
+    """An InfiniBand fleet (profile generic-hgx-h100 with a traffic section, no host
+    counters): the bisection names the leaf whose uplinks are at fault; no node rejected."""
+    doc = yaml.safe_load((REPO / "inventories" / "sim" / "demo.yaml").read_text())
+    for k in ("overrides", "faults"):
+        doc.pop(k, None)
+    doc.update(name="traffic-ib", profile="traffic-ib-test", nodes="gpu[001-012]")
+    doc["racks"] = {"nodes_per_rack": 4}
+    doc["settings"] = {"max_active": 400}
+    doc["traffic"] = {
+        "faults": [{"uplink_down": "leaf01:0"}, {"static_route_collision": "leaf02:1"}]
+    }
+    d = tmp_path / "profiles"
+    d.mkdir()
+    roce = yaml.safe_load((REPO / "inventories" / "profiles" / "hgx-h100-roce.yaml").read_text())
+    section = {**roce["traffic"], "counters": None, "senders": 3, "duration_s": 2,
+               "rails": [0, 1], "timeout_s": 30}  # fmt: skip
+    (d / "traffic-ib-test.yaml").write_text(yaml.safe_dump({
+        "name": "traffic-ib-test", "description": "InfiniBand, short load patterns",
+        "extends": "generic-hgx-h100",
+        "sources": {"traffic.test": "the fleet tests' own: the RoCE criteria but counters"},
+        "traffic": section,
+    }))  # fmt: skip
+    run = sim_fleet(doc).run(*STAGES, f"--profiles-dir={d}", timeout=400)
+    assert bad(run) == {}, run.stdout[-3000:]
+    got = repairs(run)
+    assert sorted(got) == ["leaf01 rail 0 uplinks", "leaf02 rail 1 uplinks"]
+    assert sorted(got["leaf01 rail 0 uplinks"][1]) == NODES[:4]
+    assert sorted(got["leaf02 rail 1 uplinks"][1]) == NODES[4:8]
+    counters = {v["message"] for v in traffic(run) if v["check"] == "traffic.counters"}
+    assert counters == {"InfiniBand rail: no RoCE counters (traffic.counters: null)"}

@@ -94,7 +94,10 @@ def judge_incast(
     fairness = round(jain(list(sender_bw.values())), 3)
     victim = None
     if t.victim is not None and m.alone:
-        victim = round(m.flows[f"victim {t.victim[0]}->{t.victim[1]}"] / m.alone, 3)
+        # What the victim should keep: its bandwidth alone less its sender's fair share of
+        # the incast (1/k of the port under DCQCN); head-of-line blocking takes far more.
+        keep = m.alone * (1 - 1 / len(t.senders))
+        victim = round(m.flows[f"victim {t.victim[0]}->{t.victim[1]}"] / keep, 3) if keep else 0.0
     rx, where = t.receiver, f"incast {len(t.senders)}->1 to {t.receiver} (rail {t.rail})"
     c = prof.counters
     blamed: dict[str, str] = {}  # node -> why (it explains the rest)
@@ -166,6 +169,13 @@ def judge_incast(
             else:
                 add("counters", n, "fail", bad, c.pause_share.expected(), f"{where}: {bad}",
                     c.pause_share)  # fmt: skip
+    if c is None:  # InfiniBand: no host counters; a sender above its share is still its own
+        for s in t.senders:
+            share = round(sender_bw[s] / fair, 3) if fair > 0 else None
+            if not prof.sender_share.holds(share):
+                blamed[s] = f"{s} took {share} fair shares"
+                add("incast", s, "fail", share, prof.sender_share.expected(),
+                    f"{where}: {blamed[s]}", prof.sender_share)  # fmt: skip
     # Bandwidth and fairness, then the victim.
     explained = switch_cause or (blamed and "; ".join(blamed.values()))
     ok_bw = prof.aggregate.holds(agg_share) and prof.fairness.holds(fairness)
@@ -191,7 +201,10 @@ def judge_incast(
             add("victim", n, "pass", None, "no victim flow", f"{where}: no victim flow planned")
         return out
     v, w = t.victim
-    vmsg = f"{where}: victim {v}->{w} at {victim:g} of alone ({m.alone:g} Gb/s alone)"
+    vmsg = (
+        f"{where}: victim {v}->{w} at {victim:g} of what it keeps beside its incast flow "
+        f"({m.alone:g} Gb/s alone)"
+    )
     for n in nodes:
         if prof.victim.holds(victim):
             add("victim", n, "pass", victim, prof.victim.expected(), vmsg, prof.victim)

@@ -70,8 +70,11 @@ class TrafficCampaign(Campaign[TrafficTest]):
 
     def key_of(self, test: TrafficTest) -> str:
         if test.kind == "bisection":
-            tail = f"-retest-{test.retest}" if test.retest else ""
-            return f"rail{test.rail}-bisection{tail}"
+            if test.retest:
+                return f"rail{test.rail}-bisection-retest-{test.retest}"
+            if len(test.pairs) == 1:  # the odd node out, alone
+                return f"rail{test.rail}-bisection-{test.pairs[0][0]}-to-{test.pairs[0][1]}"
+            return f"rail{test.rail}-bisection"
         tail = f"-retest-{test.retest}" if test.retest else ""
         return f"rail{test.rail}-incast-to-{test.receiver}{tail}"
 

@@ -120,7 +120,14 @@ def bisection(
         if same == 0:
             break
     pairs = tuple(zip(a, best, strict=True))
-    return Round(RoundId(number), tuple(TrafficTest("bisection", r, pairs=pairs) for r in rails))
+    tests = [TrafficTest("bisection", r, pairs=pairs) for r in rails]
+    if len(by_leaf) % 2 and pairs:
+        # The odd node out sends alone to a node of the other half under another leaf; the
+        # two tests share that node's rail, so they run one after the other.
+        odd = by_leaf[-1]
+        to = next((y for y in a if leaf.get(y) != leaf.get(odd)), a[0])
+        tests += [TrafficTest("bisection", r, pairs=((odd, to),)) for r in rails]
+    return Round(RoundId(number), tuple(tests))
 
 
 def without(t: TrafficTest, lost: set[str]) -> TrafficTest | None:
@@ -173,7 +180,11 @@ class TrafficPlan:
         for r in self.planned:
             if r.id.number in done:
                 continue
-            tests = tuple(x for t in r.tests if (x := without(t, lost)) is not None)
+            if r.tests and r.tests[0].kind == "bisection":  # planned again without the lost
+                left = [n for n in self.nodes if n not in lost]
+                tests = bisection(left, self.leaf, self.rails, self.seed, r.id.number).tests
+            else:
+                tests = tuple(x for t in r.tests if (x := without(t, lost)) is not None)
             if tests:
                 return Round(r.id, tests)
             done.add(r.id.number)

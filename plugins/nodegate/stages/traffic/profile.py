@@ -15,7 +15,7 @@ traffic:
     aggregate: {min: 0.9, unit: share}     # of the receiver's line rate
     fairness: {min: 0.9, unit: Jain}       # Jain's index over the senders
     sender_share: {max: 1.5, unit: fair shares}   # no sender takes more
-  victim: {min: 0.6, unit: share}          # victim flow during the incast / alone
+  victim: {min: 0.8, unit: share}          # victim during / (alone x (1 - 1/k))
   bisection:
     aggregate: {min: 0.85, unit: share}    # of N/2 x line rate
     per_flow: {min: 0.75, unit: share}     # each flow of the median
