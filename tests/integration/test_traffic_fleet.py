@@ -41,8 +41,10 @@ def profile_dir(tmp: Path, rails: list[int]) -> Path:
     (d / f"{PROFILE}.yaml").write_text(yaml.safe_dump({
         "name": PROFILE, "description": "short load patterns for the fleet tests",
         "extends": "hgx-h100-roce",
-        "sources": {"traffic.test": "the fleet tests' own: -D 2, 3 senders, two rails"},
-        "traffic": {"senders": 3, "duration_s": 2, "rails": rails, "timeout_s": 30},
+        "sources": {"traffic.test": "the fleet tests' own: -D 2, 3 senders, two rails; half the "
+                    "window together (clients start up to a second apart on a loaded CI box)"},
+        "traffic": {"senders": 3, "duration_s": 2, "rails": rails, "timeout_s": 30,
+                    "overlap": {"min": 0.5, "unit": "share"}},
     }))  # fmt: skip
     return d
 
@@ -151,7 +153,7 @@ def test_a_node_lost_mid_stage_rejects_only_itself(sim_fleet: Any, tmp_path: Pat
         (c, "error") for c in ("traffic.incast", "traffic.victim", "traffic.bisection",
                                "traffic.counters", "traffic.cleanup")
     } | {("traffic.fabric", "pass")}  # fmt: skip
-    assert bad(run) == {"gpu006": {(c, s) for c, s in bad(run)["gpu006"]}}
+    assert list(bad(run)) == ["gpu006"]  # nobody else has a traffic verdict short of a pass
     plan = json.loads((run.run_dir / "traffic" / f"plan-{PROFILE}.json").read_text())
     later = [t for r in plan["rounds"][1:] for t in r["tests"]]
     assert later and all("gpu006" not in json.dumps(t) for t in later)
@@ -177,6 +179,7 @@ def test_infiniband_uplink_faults_mark_the_leaf_and_incasts_pass(
     roce = yaml.safe_load((REPO / "inventories" / "profiles" / "hgx-h100-roce.yaml").read_text())
     section = {**roce["traffic"], "counters": None, "senders": 3, "duration_s": 2,
                "rails": [0, 1], "timeout_s": 30}  # fmt: skip
+    section["overlap"] = {"min": 0.5, "unit": "share"}
     (d / "traffic-ib-test.yaml").write_text(yaml.safe_dump({
         "name": "traffic-ib-test", "description": "InfiniBand, short load patterns",
         "extends": "generic-hgx-h100",
