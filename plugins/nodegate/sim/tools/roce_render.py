@@ -184,6 +184,12 @@ TRAFFIC_DIR = "/var/lib/nodegate-sim/traffic"
 Slot = tuple[int, int, str]  # base, rise per read, the traffic counter's file ("" if none)
 
 
+def reads_file(tool: str, args: str) -> str:
+    """The state file counting the reads of one answer: `reads-rdma`, `reads-ethtool-IF`."""
+    tail = args.split()[-1] if tool == "ethtool" else ""
+    return f"{STATE_DIR}/reads-{tool}" + (f"-{tail}" if tail else "")
+
+
 def _climbing(tool: str, answers: dict[str, tuple[str, list[Slot]]]) -> str:
     """A prelude answering `answers` (args -> (text with `{}` slots, [(base, step, file)])),
     each slot at base + step x (the number of earlier reads of `tool`) + what the flows
@@ -199,7 +205,10 @@ def _climbing(tool: str, answers: dict[str, tuple[str, list[Slot]]]) -> str:
             for b, s, f in slots
         ]
         lines.append(f"  {shlex.quote(args)})")
-        lines.append(f'    ng_f="$NG_NODE/root{STATE_DIR}/reads-{tool}"; read -r ng_n < "$ng_f"')
+        # one read count per answer (`ethtool -S IF` per interface): a read of another rail
+        # is not time passing for this one's climbing counters
+        state = reads_file(tool, args)
+        lines.append(f'    ng_f="$NG_NODE/root{state}"; read -r ng_n < "$ng_f"')
         lines.append("    printf '%s\\n' $((ng_n + 1)) > \"$ng_f\"")
         lines.append(f"    {_printf(text, values)} ;;")
     return "\n".join(lines + ["esac"])
