@@ -79,7 +79,9 @@ def repairs(run: Any) -> dict[str, tuple[str, list[str]]]:
 
 def test_np_off_and_rp_off_blame_exactly_their_rails(sim_fleet: Any, tmp_path: Path) -> None:
     faults = {"gpu002": [{"np_off": "0"}], "gpu007": [{"rp_off": "1"}]}
-    run = run_traffic(sim_fleet, tmp_path, [0, 1], faults=faults)
+    fleet = sim_fleet(model(faults=faults))
+    profiles = f"--profiles-dir={profile_dir(tmp_path, [0, 1])}"
+    run = fleet.run(*STAGES, profiles, timeout=400)
     assert bad(run) == {
         "gpu002": {
             ("traffic.incast", "mlx5_0 (rail 0)"),
@@ -100,6 +102,14 @@ def test_np_off_and_rp_off_blame_exactly_their_rails(sim_fleet: Any, tmp_path: P
     assert set(run.rejected()) == {"gpu002", "gpu007"}
     cleanup = [v for v in traffic(run) if v["check"] == "traffic.cleanup"]
     assert len(cleanup) == 12 and {v["status"] for v in cleanup} == {"pass"}
+    # Replay (the fleet stopped): the recorded processes re-judged give the same verdicts.
+    fleet.fleet.stop()
+    replay = fleet.run(*STAGES, profiles, "--transport=replay", f"--replay={run.run_dir / 'raw'}")
+    fields = ("check", "node", "component", "status", "observed", "expected", "message")
+    keys = [
+        sorted(tuple(json.dumps(v[f]) for f in fields) for v in traffic(r)) for r in (run, replay)
+    ]
+    assert keys[0] == keys[1]
 
 
 def test_switch_faults_mark_the_switch_not_the_nodes(sim_fleet: Any, tmp_path: Path) -> None:

@@ -168,7 +168,9 @@ class Runner:
                 self.error = self.error or f"client {src}: {why}"
                 return
             res = await p.wait()
-            self.timings.append(Timing(flow, t0, time.monotonic()))
+            # Its end by its own duration (what a replay answers with, as captured), else now.
+            end = t0 + res.duration_s if res.duration_s > 0 else time.monotonic()
+            self.timings.append(Timing(flow, t0, end))
             self.sides.append(Side(src, f"client {flow}", command_line(cmd), res))
 
         await asyncio.gather(*(client(*f) for f in flows))
