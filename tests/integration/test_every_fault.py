@@ -12,6 +12,7 @@ from ClusterShell.NodeSet import NodeSet
 from nodegate.sim.fabric import FAULTS as FABRIC_FAULTS
 from nodegate.sim.tools import known_faults
 from nodegate.sim.tools.roce import ROCE_FAULTS
+from nodegate.sim.tools.traffic import FAULTS as TRAFFIC_FAULTS
 
 from tests.integration.conftest import base_model
 
@@ -114,7 +115,9 @@ def test_every_fail_reason_shows_observed_and_expected(sim_fleet: Any) -> None:
     nccl = {k for k in known_faults() if k.startswith("nccl_")}
     # The fabric's faults are judged by the fabric stage's own fleet tests (issue 22).
     fabric = set(FABRIC_FAULTS)
-    assert kinds == set(known_faults()) - ROCE_FAULTS - {"slurmd_down"} - nccl - fabric
+    # The fabric under load's faults are blamed by the traffic stage's fleet tests (issue 23).
+    traffic = set(TRAFFIC_FAULTS)
+    assert kinds == set(known_faults()) - ROCE_FAULTS - {"slurmd_down"} - nccl - fabric - traffic
     # Every reason line (#14 folds them to one screen by default: --summary-lines).
     run = sim_fleet(base_model(55, faults=FAULTS, overrides=OVERRIDES)).run(
         "--summary-lines=0", timeout=600

@@ -130,6 +130,9 @@ PLAN: dict[str, Step] = {
         "targets: ingest <= 10 s",
         "the smallest sizes (both backends: its own PostgreSQL server)",
     ),
+    ".venv/bin/python bench/bench_traffic.py": Step(
+        "--sizes 64 --flows 256", 0, "| 64 | 11 |", "the smallest size; no fleet is started"
+    ),
     ".venv/bin/python bench/bench_report.py": Step(
         "--nodes 64", 0, "nodes (admitted / rejected)", "64 nodes, from the demo's run"
     ),

@@ -37,9 +37,11 @@ def lib(tmp_path: Path | None = None) -> ProfileLibrary:
 # -- policy --------------------------------------------------------------------------------
 def test_default_policy_is_every_check_of_every_stage_the_profile_defines() -> None:
     pol = policy_of(lib().get("generic-hgx-h100"), STAGES)
-    # roce: null, not a RoCE SKU
+    # roce: null, not a RoCE SKU; traffic: null, no load criteria written for it
     assert pol.stages == ("reach", "pcie_gpu", "gpu_load", "hca", "fabric", "ib_pairs", "nccl")
-    assert pol.required == tuple(i for i in checks_by_id() if not i.startswith("roce."))
+    assert pol.required == tuple(
+        i for i in checks_by_id() if not i.startswith(("roce.", "traffic."))
+    )
 
 
 def write_profile(d: Path, admission: str) -> None:

@@ -103,7 +103,7 @@ def test_capture_replays_a_bundle_into_another(inv, tmp_path, capsys):
         (
             ["--stages", "reach,bogus"],
             "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, gpu_load, hca, fabric, roce, "
-            "ib_pairs, nccl",
+            "ib_pairs, traffic, nccl",
         ),
         (["--stages", "ib_pairs"], "stage ib_pairs is active; only passive stages can be captured"),
     ],

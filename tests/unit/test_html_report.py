@@ -180,3 +180,36 @@ def test_every_bar_has_its_count_and_a_minority_stays_visible():
                       for i, w in enumerate(widths)]},
     )  # fmt: skip
     assert re.findall(r'<text class="count"[^>]*>(\d+)</text>', page) == ["1", "239"]
+
+
+def test_traffic_section_draws_senders_fair_share_victim_and_bisection(tmp_path):
+    d = run_dir(tmp_path)
+    (d / "traffic").mkdir()
+    tests = {
+        "rail0-incast-to-n1": {
+            "flows": {"n2->n1": 231.6, "n3->n1": 77.2, "n4->n1": 77.2, "victim n2->n5": 150.0},
+            "alone": 386.0, "overlap": 1.0, "error": None, "counters": {},
+        },
+        "rail0-incast-to-n9": {"flows": {}, "alone": None, "overlap": None,
+                               "error": "server n9: exited 1", "counters": {}},
+        "rail0-bisection": {"flows": {"n1->n3": 386.0, "n2->n4": 193.0}, "alone": None,
+                            "overlap": 1.0, "error": None, "counters": {}},
+    }  # fmt: skip
+    (d / "traffic" / "localization-p.json").write_text(json.dumps({"tests": tests}))
+    page = write_report(d, json.loads((d / "admission.json").read_text())).read_text()
+    section = page.split('<section id="traffic">')[1].split("</section>")[0]
+    # the test that could not be judged is not drawn (its verdicts are ERRORs)
+    assert re.findall(r'id="traffic-([\w-]+)"', section) == [
+        "rail0-incast-to-n1",
+        "rail0-bisection",
+    ]
+    incast = section.split('id="traffic-rail0-incast-to-n1"')[1].split("</div>")[0]
+    labels = re.findall(r"<title>([^<]+) Gb/s</title></rect>", incast)
+    assert labels == ["n2-&gt;n1: 231.6", "n3-&gt;n1: 77.2", "n4-&gt;n1: 77.2",
+                      "victim n2-&gt;n5: 150.0", "alone n2-&gt;n5: 386.0"]  # fmt: skip
+    assert "<title>fair share 128.7 Gb/s</title>" in incast
+    bis = section.split('id="traffic-rail0-bisection"')[1]
+    assert "n=2 · min 193 · median 386 · max 386" in bis
+    assert re.findall(r"<title>([^<]+) Gb/s</title></rect>", bis.split("</div>")[0]) == [
+        "n2-&gt;n4: 193.0", "n1-&gt;n3: 386.0",
+    ]  # fmt: skip

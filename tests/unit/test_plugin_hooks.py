@@ -24,8 +24,11 @@ REACH_CHECKS = [
     "reach.ofed.uniform",
 ]
 # generic-hgx-h100's admission policy: every check of its four stages
-# The checks generic-hgx-h100's policy requires beyond reach (`roce: null`: not a RoCE SKU).
-OTHER_CHECKS = {c for c in checks_by_id() if not c.startswith("roce.")} - set(REACH_CHECKS)
+# The checks generic-hgx-h100's policy requires beyond reach (`roce: null`: not a RoCE SKU;
+# `traffic: null`: no load criteria written for it).
+OTHER_CHECKS = {c for c in checks_by_id() if not c.startswith(("roce.", "traffic."))} - set(
+    REACH_CHECKS
+)
 
 INVENTORY = """\
 version: 1

@@ -171,7 +171,7 @@ CASES = {
     "capture-stages": Case(
         ("capture", "--inventory", "inv.yaml", "--stages", "bogus", "--out", "bundle"),
         "--stages: unknown stage 'bogus'; known: reach, pcie_gpu, gpu_load, hca, fabric, roce, "
-        "ib_pairs, nccl",
+        "ib_pairs, traffic, nccl",
         cli=True,
     ),
     "capture-out-file": Case(

@@ -12,7 +12,9 @@ Layout of a fleet directory:
                       the same tools as shell functions, root/ its files, climb.sh its
                       climbing counters, fabric -> the fleet's fabric/; by-addr/<ip> ->
                       ../nodes/<name>
-  fabric/             the InfiniBand fabric's shared answers and topology.json (sim/fabric.py)
+  fabric/             the InfiniBand fabric's shared answers and topology.json (sim/fabric.py);
+                      fabric/traffic/ the flow model's topology and flow registry
+                      (sim/tools/traffic.py, sim/flowmodel.py)
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from nodegate.sim.tools import (
     render_tool,
 )
 from nodegate.sim.tools import fabric as fabric_tools
+from nodegate.sim.tools import traffic as traffic_tools
 from nodegate.transport.script import LAUNCHER
 
 ADDRS_PER_SSHD = 16  # OpenSSH's MAX_LISTEN_SOCKS
@@ -96,6 +99,7 @@ class Fleet:
         # The InfiniBand fabric: its shared answers once, each node's observer tools below.
         fab = build_fabric(model)
         fabric_tools.write_shared(fab, self.root, int(time.time()))
+        traffic_tools.write_shared(model, self.root)  # the flow model's topology, its registry
 
         serving = [n for n in model.nodes if n.fault("unreachable") is None]
         groups = [serving[i : i + ADDRS_PER_SSHD] for i in range(0, len(serving), ADDRS_PER_SSHD)]

@@ -93,6 +93,8 @@ class FleetModel:
     extra: Mapping[str, Any] = field(default_factory=dict)
     # The InfiniBand fabric's shape and switch-level faults (sim/fabric.py checks it).
     fabric: Mapping[str, Any] = field(default_factory=dict)
+    # The fabric under load: uplinks per leaf and switch faults (sim/tools/traffic.py).
+    traffic: Mapping[str, Any] = field(default_factory=dict)
     # Run settings its inventory carries (`settings:` of the inventory schema): by default a
     # lower channel limit than the product's, as every node's processes share this machine.
     settings: Mapping[str, Any] = field(default_factory=lambda: dict(SIM_SETTINGS))
@@ -176,7 +178,7 @@ def load_model(
         raise ConfigError(f"{p}: a fleet model is a mapping")
     allowed = {
         *("name", "profile", "nodes", "hardware", "racks", "overrides", "faults", "extra"),
-        *("settings", "fabric"),
+        *("settings", "fabric", "traffic"),
     }
     unknown = set(doc) - allowed
     if unknown:
@@ -233,6 +235,7 @@ def load_model(
         nodes=tuple(nodes),
         extra=doc.get("extra") or {},
         fabric=doc.get("fabric") or {},
+        traffic=doc.get("traffic") or {},
         settings=_settings(doc.get("settings"), f"{p}: settings"),
     )
 

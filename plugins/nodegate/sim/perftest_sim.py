@@ -13,13 +13,18 @@ Node model: $NG_NODE/root/var/lib/nodegate-sim/perftest.json (written at fleet b
 
 from __future__ import annotations
 
+import fcntl
+import importlib.util
 import json
 import os
 import socket
 import sys
 import time
+import uuid
+from typing import Any
 
 LINE = "-" * 87
+REGISTRY_KEEP = 4096  # flow records kept before the ones over for an hour are dropped
 EFFICIENCY = 0.965  # large-message RDMA write efficiency on an NDR/HDR link (~96-97 %)
 
 
@@ -215,6 +220,104 @@ def bandwidth(
     return round(rate * EFFICIENCY * factor, 2)
 
 
+def _flowmodel() -> Any:
+    """sim/flowmodel.py, loaded by path (this script runs isolated: -I -S)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flowmodel.py")
+    spec = importlib.util.spec_from_file_location("nodegate_sim_flowmodel", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def traffic_dir() -> str:
+    """The fleet's shared traffic state: the topology and the flow registry."""
+    return os.path.join(os.environ["NG_NODE"], "fabric", "traffic")
+
+
+def _rail_index(dev: str) -> int:
+    tail = dev.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def timed_flow(
+    me: dict[str, object], peer: dict[str, object], dev: str, seconds: float
+) -> tuple[float, dict[str, float], dict[str, float]]:
+    """Register the flow, run it `seconds`, then its average goodput and the counters it adds
+    at the sender and the receiver, from every flow that overlapped it (registry locked)."""
+    fm = _flowmodel()
+    d = traffic_dir()
+    try:
+        with open(os.path.join(d, "topology.json")) as f:
+            fab = fm.Fabric(json.load(f))
+    except FileNotFoundError:  # a fleet built without the flow model: the pair's own rate
+        time.sleep(seconds)
+        return (
+            round(bandwidth(me, peer, rail_of(me, dev) or {}, rail_of(peer, dev) or {}), 2),
+            {},
+            {},
+        )
+    me_id = uuid.uuid4().hex
+    rec = {"id": me_id, "src": me["node"], "dst": peer["node"], "rail": _rail_index(dev)}
+    with _locked(os.path.join(d, "flows.lock")), open(os.path.join(d, "flows.jsonl"), "a") as f:
+        f.write(json.dumps({**rec, "start": time.time()}) + "\n")
+    time.sleep(seconds)
+    with _locked(os.path.join(d, "flows.lock")):
+        now = time.time()
+        with open(os.path.join(d, "flows.jsonl"), "a") as f:
+            f.write(json.dumps({"id": me_id, "end": now}) + "\n")
+        with open(os.path.join(d, "flows.jsonl")) as f:
+            docs: dict[str, dict[str, Any]] = {}
+            for line in f:
+                r = json.loads(line)
+                if "start" in r:
+                    docs[r["id"]] = r
+                elif r["id"] in docs:
+                    docs[r["id"]]["end"] = r["end"]
+        if len(docs) > REGISTRY_KEEP:  # flows long over overlap nothing that runs now
+            keep = [r for r in docs.values() if r.get("end") is None or r["end"] > now - 3600]
+            with open(os.path.join(d, "flows.jsonl.new"), "w") as f:
+                f.writelines(json.dumps(r) + "\n" for r in keep)
+            os.replace(os.path.join(d, "flows.jsonl.new"), os.path.join(d, "flows.jsonl"))
+    spans = fm.flows_of(
+        r for r in docs.values()
+        if r["start"] < now and (r.get("end") is None or r["end"] > docs[me_id]["start"])
+    )  # fmt: skip
+    bw, c, _shared = fm.flow_average(fab, me_id, spans, now)
+    return round(bw, 2), c.sender, c.receiver
+
+
+class _locked:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+def add_counters(dev: str, deltas: dict[str, float]) -> None:
+    """Add what a flow did to this node's NIC counters (read by its ethtool -S and rdma
+    statistic, sim/tools/roce_render.py): one file per counter, under the node's lock."""
+    base = os.path.join(os.environ["NG_NODE"], "root/var/lib/nodegate-sim/traffic", dev)
+    os.makedirs(base, exist_ok=True)
+    with _locked(os.path.join(base, ".lock")):
+        for name, v in deltas.items():
+            path = os.path.join(base, name)
+            try:
+                with open(path) as f:
+                    old = int(f.read().strip() or 0)
+            except FileNotFoundError:
+                old = 0
+            with open(path + ".new", "w") as f:
+                f.write(f"{old + int(round(v))}\n")
+            os.replace(path + ".new", path)
+
+
 def fail(*lines: str, rc: int = 1) -> int:
     sys.stdout.flush()
     for ln in lines:
@@ -251,9 +354,16 @@ def serve(o: dict[str, object], me: dict[str, object]) -> int:
             *([f"nodegate-sim: {why}"] if why else []),
         )
     bw = bandwidth(me, peer, mine, peer["rail"])
-    # The server measures while the client transfers; it ends when the client says done.
-    conn.makefile().readline()
+    # The server measures while the client transfers; it ends when the client says done (in
+    # duration mode the client brings the flow model's number and the receiver's counters).
+    said = conn.makefile().readline().split(" ", 1)
     conn.close()
+    if "duration" in o:
+        if said[0] != "done" or len(said) < 2:
+            return fail(" Failed to complete run_iter_bw function successfully")
+        got = json.loads(said[1])
+        bw = float(got["bw"])
+        add_counters(dev, got["receiver"])
     print(header(dev, o, bool(o.get("bidir"))))
     print(addresses(me, peer, int(str(o["qps"]))))
     print(LINE)
@@ -300,9 +410,17 @@ def client(o: dict[str, object], me: dict[str, object]) -> int:
     peer_rail = rail_of(peer, dev) or mine
     bw = bandwidth(me, peer, mine, peer_rail)
     size, iters = int(str(o["size"])), int(str(o["iters"]))
-    # Real time on the wire, scaled down 1000x so tests stay fast but ordering stays real.
-    time.sleep(min(size * iters * 8 / (bw * 1e9) / 1000, 2.0) if bw > 0 else 0)
-    conn.sendall(b"done\n")
+    if "duration" in o:
+        # Duration mode: the flow runs for real seconds; its number comes from the fabric's
+        # flow model over the time it overlapped every other flow (sim/flowmodel.py).
+        bw, sent, received = timed_flow(me, peer, dev, float(str(o["duration"])))
+        add_counters(dev, sent)
+        conn.sendall(("done " + json.dumps({"bw": bw, "receiver": received}) + "\n").encode())
+        o["iters"] = int(bw * 1e9 / 8 * float(str(o["duration"])) / size)
+    else:
+        # Real time on the wire, scaled down 1000x so tests stay fast but ordering stays real.
+        time.sleep(min(size * iters * 8 / (bw * 1e9) / 1000, 2.0) if bw > 0 else 0)
+        conn.sendall(b"done\n")
     conn.close()
     print(header(dev, o, bool(o.get("bidir"))))
     print(addresses(me, peer, int(str(o["qps"]))))

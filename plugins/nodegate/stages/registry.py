@@ -15,11 +15,16 @@ from nodegate.stages.nccl import STAGE as NCCL
 from nodegate.stages.pcie_gpu import STAGE as PCIE_GPU
 from nodegate.stages.reach import STAGE as REACH
 from nodegate.stages.roce import STAGE as ROCE
+from nodegate.stages.traffic import STAGE as TRAFFIC
 
 # Pipeline order.
-STAGES: tuple[Stage, ...] = (REACH, PCIE_GPU, GPU_LOAD, HCA, FABRIC, ROCE, IB_PAIRS, NCCL)
+STAGES: tuple[Stage, ...] = (
+    REACH, PCIE_GPU, GPU_LOAD, HCA, FABRIC, ROCE, IB_PAIRS, TRAFFIC, NCCL
+)  # fmt: skip
 # Stage names known to the plugin as markers, including stages still to come.
-STAGE_MARKERS = ("reach", "pcie_gpu", "gpu_load", "hca", "fabric", "roce", "ib_pairs", "nccl")
+STAGE_MARKERS = (
+    "reach", "pcie_gpu", "gpu_load", "hca", "fabric", "roce", "ib_pairs", "traffic", "nccl"
+)  # fmt: skip
 
 CheckEntry = tuple[Stage, Check[Any, Any]]
 

@@ -31,6 +31,7 @@ from nodegate.reports.folding import node_state, nodeset
 from nodegate.reports.html.evidence import page_ref, write_pages
 from nodegate.reports.html.fabric import fabric_views
 from nodegate.reports.html.plots import plots
+from nodegate.reports.html.traffic import traffic_view
 from nodegate.reports.html.view import (
     evidence_nodes,
     heatmap,
@@ -99,6 +100,7 @@ def render(
         fabrics=fabric_views(run_dir, doc, verdicts_doc),
         repairs=doc.get("infrastructure") or [],
         past={n: past_view(h) for n, h in (past or {}).items()},
+        traffic=traffic_view(run_dir),
     )
 
 

@@ -54,7 +54,17 @@ __all__ = [
 
 def providers() -> list[Provider]:
     """Every stage's provider, in stage order (explicit registry, no discovery magic)."""
-    from nodegate.sim.tools import fabric, gpu_load, hca, ib_pairs, nccl, pcie_gpu, reach, roce
+    from nodegate.sim.tools import (
+        fabric,
+        gpu_load,
+        hca,
+        ib_pairs,
+        nccl,
+        pcie_gpu,
+        reach,
+        roce,
+        traffic,
+    )
 
     return [
         reach.PROVIDER,
@@ -64,6 +74,7 @@ def providers() -> list[Provider]:
         fabric.PROVIDER,
         roce.PROVIDER,
         ib_pairs.PROVIDER,
+        traffic.PROVIDER,
         nccl.PROVIDER,
     ]
 

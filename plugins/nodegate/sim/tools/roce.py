@@ -170,10 +170,11 @@ def files(node: SimNode) -> dict[str, Entry]:
         out[f"{conf}/{r.netdev}/arp_ignore"] = "1\n"
         out[f"{conf}/{r.netdev}/arp_announce"] = "2\n"
         out[f"{conf}/{r.netdev}/rp_filter"] = f"{r.rp_filter}\n"
-    if any(r.climb for r in rails):
-        # How many times each climbing tool was read (a file of its own: Counter, step 0).
-        out[f"{STATE_DIR}/reads-ethtool"] = Counter(0, 0)
-        out[f"{STATE_DIR}/reads-rdma"] = Counter(0, 0)
+    # How many times each counter tool was read (a file of its own: Counter, step 0): the
+    # climbing faults rise with it; the flow model's counters are read at every read.
+    out[f"{STATE_DIR}/reads-rdma"] = Counter(0, 0)
+    for r in rails:  # `ethtool -S IF` counts its reads per interface
+        out[f"{STATE_DIR}/reads-ethtool-{r.netdev}"] = Counter(0, 0)
     return out
 
 

@@ -162,26 +162,59 @@ def ibv_devinfo(r: RoceRail, node: SimNode) -> str:
 
 def _printf(text: str, values: list[str]) -> str:
     """A shell printf of `text` whose `{}` slots are filled by shell `values`."""
-    fmt = text.replace("%", "%%").replace("{}", "%s")
+    # One line of shell: the renderer indents preludes, which must not reach the text.
+    fmt = text.replace("\\", "\\\\").replace("%", "%%").replace("{}", "%s").replace("\n", "\\n")
     return f"printf {shlex.quote(fmt)} " + " ".join(f'"{v}"' for v in values) + "; return 0"
 
 
-def _climbing(tool: str, answers: dict[str, tuple[str, list[tuple[int, int]]]]) -> str:
-    """A prelude answering `answers` (args -> (text with `{}` slots, [(base, step)])), each
-    slot at base + step x (the number of earlier reads of `tool`)."""
+# Counters the fabric's flow model moves (sim/flowmodel.py, written by the simulated
+# ib_write_bw in duration mode under <root>/var/lib/nodegate-sim/traffic/<dev>/<name>).
+TRAFFIC_ETHTOOL = (
+    f"rx_prio{ROCE_PRIO}_bytes", f"tx_prio{ROCE_PRIO}_bytes",
+    f"rx_prio{ROCE_PRIO}_packets", f"tx_prio{ROCE_PRIO}_packets",
+    f"rx_prio{ROCE_PRIO}_pause", f"tx_prio{ROCE_PRIO}_pause",
+    f"rx_prio{ROCE_PRIO}_pause_duration", f"tx_prio{ROCE_PRIO}_pause_duration",
+    "rx_discards_phy", "tx_pause_storm_error_events",
+)  # fmt: skip
+TRAFFIC_RDMA = (
+    "np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored",
+    "out_of_sequence", "packet_seq_err", "local_ack_timeout_err",
+)  # fmt: skip
+TRAFFIC_DIR = "/var/lib/nodegate-sim/traffic"
+Slot = tuple[int, int, str]  # base, rise per read, the traffic counter's file ("" if none)
+
+
+def reads_file(tool: str, args: str) -> str:
+    """The state file counting the reads of one answer: `reads-rdma`, `reads-ethtool-IF`."""
+    tail = args.split()[-1] if tool == "ethtool" else ""
+    return f"{STATE_DIR}/reads-{tool}" + (f"-{tail}" if tail else "")
+
+
+def _climbing(tool: str, answers: dict[str, tuple[str, list[Slot]]]) -> str:
+    """A prelude answering `answers` (args -> (text with `{}` slots, [(base, step, file)])),
+    each slot at base + step x (the number of earlier reads of `tool`) + what the flows
+    added to its traffic counter file."""
     lines = [
+        'ng_tc() { ng_v=0; [ -r "$NG_NODE/root$1" ] && read -r ng_v < "$NG_NODE/root$1"; '
+        'printf %s "${ng_v:-0}"; }',
         'case "$*" in',
     ]
     for args, (text, slots) in answers.items():
-        values = [f"$(({b} + {s} * ng_n))" for b, s in slots]
+        values = [
+            f"$(({b} + {s} * ng_n + $(ng_tc {shlex.quote(f)})))" if f else f"$(({b} + {s} * ng_n))"
+            for b, s, f in slots
+        ]
         lines.append(f"  {shlex.quote(args)})")
-        lines.append(f'    ng_f="$NG_NODE/root{STATE_DIR}/reads-{tool}"; read -r ng_n < "$ng_f"')
+        # one read count per answer (`ethtool -S IF` per interface): a read of another rail
+        # is not time passing for this one's climbing counters
+        state = reads_file(tool, args)
+        lines.append(f'    ng_f="$NG_NODE/root{state}"; read -r ng_n < "$ng_f"')
         lines.append("    printf '%s\\n' $((ng_n + 1)) > \"$ng_f\"")
         lines.append(f"    {_printf(text, values)} ;;")
     return "\n".join(lines + ["esac"])
 
 
-def ethtool_stats(r: RoceRail) -> tuple[str, list[tuple[int, int]]]:
+def ethtool_stats(r: RoceRail) -> tuple[str, list[Slot]]:
     values: dict[str, int] = dict(_ETH_HEAD)
     for p in range(8):
         for d in ("rx", "tx"):
@@ -189,27 +222,29 @@ def ethtool_stats(r: RoceRail) -> tuple[str, list[tuple[int, int]]]:
             values[f"{d}_prio{p}_packets"] = 0
             values[f"{d}_prio{p}_pause"] = 0
             values[f"{d}_prio{p}_pause_duration"] = 0
-    return _with_slots("NIC statistics:\n", "     {}: {}\n", values, r.climb)
+    return _with_slots("NIC statistics:\n", "     {}: {}\n", values, r, TRAFFIC_ETHTOOL)
 
 
 def _with_slots(
-    head: str, row: str, values: dict[str, int], climb: dict[str, int]
-) -> tuple[str, list[tuple[int, int]]]:
+    head: str, row: str, values: dict[str, int], r: RoceRail, moved: tuple[str, ...]
+) -> tuple[str, list[Slot]]:
     text, slots = head, []
     for k, v in values.items():
-        if k in climb:
+        if k in r.climb or k in moved:
             text += row.format(k, "{}")
-            slots.append((v, climb[k]))
+            slots.append(
+                (v, r.climb.get(k, 0), f"{TRAFFIC_DIR}/{r.device}/{k}" if k in moved else "")
+            )
         else:
             text += row.format(k, v)
     return text, slots
 
 
-def rdma_statistic(rails: list[RoceRail]) -> tuple[str, list[tuple[int, int]]]:
-    text, slots = "", list[tuple[int, int]]()
+def rdma_statistic(rails: list[RoceRail]) -> tuple[str, list[Slot]]:
+    text, slots = "", list[Slot]()
     for r in rails:
         t, s = _with_slots(
-            f"link {r.device}/1", " {} {}", {k: _HW_BASE.get(k, 0) for k in _HW}, r.climb
+            f"link {r.device}/1", " {} {}", {k: _HW_BASE.get(k, 0) for k in _HW}, r, TRAFFIC_RDMA
         )
         text, slots = text + t + "\n", slots + s
     return text, slots

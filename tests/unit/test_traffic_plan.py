@@ -1,0 +1,144 @@
+"""The traffic plan (pure) and its judgement: every node a receiver once per rail, a node in
+one test per rail per round, a bisection across leaves; tool errors, counters that do not move
+and flows that did not overlap are ERRORs, never a pass."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from nodegate.core.values import Status
+from nodegate.framework.active.campaign import Execution, Side
+from nodegate.profiles import ProfileLibrary
+from nodegate.sim.perftest_sim import LINE, addresses, header
+from nodegate.sim.perftest_sim import table as sim_table
+from nodegate.stages.traffic.blame import judge_incast
+from nodegate.stages.traffic.measure import Measured, jain, measure, overlap_share
+from nodegate.stages.traffic.plan import TrafficPlan, TrafficTest, bisection, incast_rounds
+from nodegate.stages.traffic.profile import traffic_profile
+from nodegate.stages.traffic.run import Timing, channels
+from nodegate.transport.process import ProcessResult
+
+from tests.integration.conftest import REPO
+
+NODES = [f"gpu{i:03d}" for i in range(1, 17)]
+LEAF = {n: f"leaf{(i // 4) + 1:02d}" for i, n in enumerate(NODES)}
+PROF = traffic_profile(ProfileLibrary([REPO / "inventories" / "profiles"]).get("hgx-h100-roce"))
+
+
+@pytest.mark.parametrize(("n", "k"), [(16, 3), (12, 3), (7, 2), (64, 8)])
+def test_every_node_receives_once_per_rail_and_holds_one_test_per_round(n: int, k: int) -> None:
+    nodes = [f"n{i:03d}" for i in range(n)]
+    leaf = {x: f"l{i // 8}" for i, x in enumerate(nodes)}
+    rounds = incast_rounds(nodes, leaf, [0, 1], k, seed=3)
+    for rail in (0, 1):
+        got = Counter(t.receiver for r in rounds for t in r.tests if t.rail == rail)
+        assert set(got) == set(nodes) and set(got.values()) == {1}
+    for r in rounds:
+        for rail in (0, 1):
+            held = [x for t in r.tests if t.rail == rail for x in t.nodes()]
+            assert len(held) == len(set(held))  # one test per node and rail at a time
+        for t in r.tests:
+            assert 1 <= len(t.senders) <= k and t.victim is not None
+            assert t.victim[0] == t.senders[0] and t.victim[1] not in t.senders
+    assert rounds == incast_rounds(nodes, leaf, [0, 1], k, seed=3)  # deterministic for a seed
+
+
+def test_bisection_crosses_the_spine_and_is_seeded() -> None:
+    (t,) = bisection(NODES, LEAF, [2], seed=0, number=9).tests
+    assert len(t.pairs) == 8 and t.rail == 2
+    assert all(LEAF[a] != LEAF[b] for a, b in t.pairs)
+    assert {a for a, _ in t.pairs} == set(NODES[:8]) and {b for _, b in t.pairs} == set(NODES[8:])
+    assert bisection(NODES, LEAF, [2], seed=1, number=9) != bisection(NODES, LEAF, [2], 0, 9)
+
+
+def test_plan_channels_and_a_leaf_retest() -> None:
+    plan = TrafficPlan(tuple(NODES), LEAF, (0,), 3, 0)
+    first = plan.planned
+    assert [r.id.number for r in first] == list(range(1, len(first) + 1))
+    assert plan.first_rounds() == first[:1]
+    t = first[0].tests[0]
+    assert channels(t, counters=True) == 2 * len(t.nodes()) + 2 * (len(t.senders) + 2)
+    plan.leaf_suspects.append((0, ("leaf01", "leaf04")))
+    from nodegate.framework.active.rounds import Outcome
+
+    for r in first[:-1]:
+        plan.add(Outcome(r.tests[0], r.id, True))
+        assert plan.next_round() == first[r.id.number]  # the next planned round, as planned
+    plan.add(Outcome(first[-1].tests[0], first[-1].id, False))
+    nxt = plan.next_round()
+    assert nxt is not None and [x.retest for x in nxt.tests] == ["leaf01", "leaf04"]
+    for x in nxt.tests:  # two flows up the suspect's uplinks, two down, partners elsewhere
+        ups = [(a, b) for a, b in x.pairs if LEAF[a] == x.retest]
+        downs = [(a, b) for a, b in x.pairs if LEAF[b] == x.retest]
+        assert len(ups) == 2 and len(downs) == 2
+        assert all(LEAF[b] not in ("leaf01", "leaf04") for _, b in ups)
+    assert plan.next_round() is None
+
+
+def test_a_lost_node_leaves_the_later_rounds_and_its_receiver_is_retested() -> None:
+    plan = TrafficPlan(tuple(NODES), LEAF, (0,), 3, 0)
+    from nodegate.framework.active.rounds import Outcome
+
+    (t, *_) = plan.planned[0].tests
+    gone = t.senders[0]
+    plan.add(Outcome(t, plan.planned[0].id, False, lost=((gone, "connection lost"),)))
+    for r in plan.planned[1:]:
+        nxt = plan.next_round()
+        assert nxt is not None and nxt.id == r.id
+        assert all(gone not in x.nodes() for x in nxt.tests)
+        for x in nxt.tests:
+            plan.add(Outcome(x, nxt.id, True))
+    retest = plan.next_round()
+    assert retest is not None
+    assert [(x.receiver, x.retest) for x in retest.tests] == [(t.receiver, t.receiver)]
+    assert gone not in retest.tests[0].senders and len(retest.tests[0].senders) == 3
+
+
+def test_jain_and_overlap() -> None:
+    assert jain([100, 100, 100]) == 1.0 and round(jain([300, 50, 50]), 3) == 0.561
+    t = [Timing("a", 0.0, 2.0), Timing("b", 1.5, 3.5), Timing("alone x", -9, -7)]
+    assert overlap_share(t, 2.0) == 0.25
+
+
+INCAST = TrafficTest("incast", 0, "gpu001", ("gpu005", "gpu009"), ("gpu005", "gpu013"))
+
+
+def _client(out: str) -> ProcessResult:
+    return ProcessResult("n", "ib_write_bw", 0, out, "", False, False, 2.0)
+
+
+def test_a_tool_error_and_flows_that_did_not_overlap_are_errors() -> None:
+    run = Execution((), "server gpu001: exited 1 before it listened")
+    m = measure(INCAST, run, [], 2, "mlx5_0", 3, 0.8)
+    assert m.error == "server gpu001: exited 1 before it listened"
+    j = judge_incast(INCAST, m, PROF, LEAF, 3, "k")
+    assert {f.status for f in j.findings} == {"error"} and len(j.findings) == 4 * 3
+    assert not j.infra
+    # every flow ran, but one after the other: not a load test
+    o = {"qps": 1, "size": 65536, "iters": 1000, "duration": 2, "gbits": True}
+    me = {"lid": 0x101}
+    table = "\n".join(  # what the simulated ib_write_bw -D prints (perftest's layout)
+        [header("mlx5_0", o, False), addresses(me, me, 1), LINE, sim_table(o, 190.0, False)]
+    )
+    sides = []
+    for name, src, _dst in INCAST.flows():
+        sides += [Side(src, f"client {name}", "", _client(table)),
+                  Side(_dst, f"server {name}", "", _client(table))]  # fmt: skip
+    sides.append(Side("gpu005", "client alone gpu005->gpu013", "", _client(table)))
+    times = [Timing(f, 3.0 * i, 3.0 * i + 2) for i, (f, _s, _d) in enumerate(INCAST.flows())]
+    m = measure(INCAST, Execution(tuple(sides)), times, 2, "mlx5_0", None, 0.8)
+    assert m.error is not None and m.error.startswith("the flows overlapped 0% of the 2 s window")
+    assert m.flows["gpu005->gpu001"] == 190.0
+
+
+def test_counters_that_do_not_move_are_an_error() -> None:
+    m = Measured(
+        flows={"gpu005->gpu001": 190.0, "gpu009->gpu001": 190.0, "victim gpu005->gpu013": 200.0},
+        alone=380.0, overlap=1.0,
+        error="gpu001: rx_prio3_bytes did not move under load (counters not counting: cannot "
+        "judge congestion)",
+    )  # fmt: skip
+    j = judge_incast(INCAST, m, PROF, LEAF, 3, "k")
+    assert {(f.status, f.message) for f in j.findings} == {("error", m.error)}
+    assert Status.ERROR.value == "error"
