@@ -16,6 +16,7 @@ from nodegate.profiles import profile_schema
 from nodegate.session.transports import BUILTIN
 from nodegate.sim.fabric_spec import SWITCH_FAULTS
 from nodegate.sim.fleet import known_faults
+from nodegate.sim.tools.traffic import SWITCH_FAULTS as TRAFFIC_SWITCH_FAULTS
 from nodegate.stages.registry import STAGES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,7 +92,7 @@ def test_readme_fault_list_is_the_simulators_faults() -> None:
     for key in hardware:
         assert any(f'hw.get("{key}"' in p.read_text() for p in SIM.rglob("*.py")), key
     # switch faults live under the model's `fabric: {faults: [...]}` (named with their key)
-    switch = set(SWITCH_FAULTS) | {"fabric"}
+    switch = set(SWITCH_FAULTS) | set(TRAFFIC_SWITCH_FAULTS) | {"fabric", "traffic"}
     assert names - hardware == (set(known_faults()) - {"slurmd_down"}) | switch
     assert "Fault `slurmd_down`" in sim  # with the simulated Slurm it needs
 

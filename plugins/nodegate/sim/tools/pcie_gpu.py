@@ -191,9 +191,10 @@ def journalctl_prelude(records: Sequence[tuple[int, str]]) -> str:
         '  ngsim_jr() { [ "$1" -lt "$ng_lo" ] || [ "$1" -gt "$ng_hi" ] || printf \'%s\\n\' "$2"; }',
         *(f"  ngsim_jr {at} {shlex.quote(text)}" for at, text in records),
         # records a tool logged while the fleet runs (an Xid under load): `EPOCH line`
-        f'  if [ -n "${{NG_NODE-}}" ] && [ -f "$NG_NODE/root"{shlex.quote(r.RUNTIME_JOURNAL)} ]; then',
+        f'  ng_rj="${{NG_NODE-}}/root"{shlex.quote(r.RUNTIME_JOURNAL)}',
+        '  if [ -n "${NG_NODE-}" ] && [ -f "$ng_rj" ]; then',
         '    while read -r ng_t ng_l; do ngsim_jr "$ng_t" "$ng_l"; done \\',
-        f'      < "$NG_NODE/root"{shlex.quote(r.RUNTIME_JOURNAL)}',
+        '      < "$ng_rj"',
         "  fi",
         "  return 0",
         "fi",
