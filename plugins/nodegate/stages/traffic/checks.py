@@ -115,11 +115,12 @@ def _hint(area: Area) -> str:
 
 
 def fabric_verdicts(
-    node: str, leaf: str, infra: Sequence[Infra], refs: Refs, switch_label: str
-) -> list[Verdict]:
-    """`traffic.fabric` for a node: one mark per infrastructure fault behind its leaf, else a
-    plain PASS."""
-    mine = [i for i in infra if i.leaf == leaf]
+    node: str, leaf_on: Callable[[int], str], infra: Sequence[Infra], refs: Refs,
+    switch_label: str,
+) -> list[Verdict]:  # fmt: skip
+    """`traffic.fabric` for a node: one mark per infrastructure fault of the leaf its rail
+    lands on (`leaf_on(rail)`), else a plain PASS."""
+    mine = [i for i in infra if leaf_on(i.rail) == i.leaf]
     if not mine:
         return [
             Verdict(
@@ -129,7 +130,7 @@ def fabric_verdicts(
                 switch_label,
                 "no fault",
                 "no fault",
-                message=f"no switch or uplink fault found under load behind {leaf}",
+                message=f"no switch or uplink fault found under load behind {switch_label}",
             )
         ]
     return [mark_infrastructure(node, i, refs(i.test_key, node)) for i in mine]
