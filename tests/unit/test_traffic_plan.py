@@ -165,9 +165,16 @@ def test_discovered_leaves_per_rail_name_the_retests_and_the_marks() -> None:
     assert r is not None and {(t.rail, t.retest) for t in r.tests} == {(1, "leaf-r02-rail1")}
     assert {n for t in r.tests for n in t.nodes()} & set(NODES[4:8])
     i = Infra("leaf-r02-rail1 uplinks", "leaf-r02-rail1", 1, "a->b", "slow", "fast", "m", "fix")
-    got = {
-        n: [(v.component, v.remediation) for v in fabric_verdicts(
-            n, lambda rail, n=n: on[rail][n], [i], lambda k, n: (), "x (leaf)")]
-        for n in ("gpu004", "gpu005")
-    }  # fmt: skip
+
+    def marks(n: str) -> list[tuple[str, str | None]]:
+        def leaf_on(rail: int) -> str:
+            return on[rail][n]
+
+        def refs(key: str, node: str) -> tuple[str, ...]:
+            return ()
+
+        return [(v.component, v.remediation) for v in fabric_verdicts(
+            n, leaf_on, [i], refs, "x (leaf)")]  # fmt: skip
+
+    got = {n: marks(n) for n in ("gpu004", "gpu005")}
     assert got == {"gpu004": [("x (leaf)", None)], "gpu005": [("leaf-r02-rail1 uplinks", "fix")]}
