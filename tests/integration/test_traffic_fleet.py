@@ -68,13 +68,14 @@ def bad(run: Any) -> dict[str, set[tuple[str, str]]]:
 
 
 def repairs(run: Any) -> dict[str, tuple[str, list[str]]]:
-    """component -> (observed, nodes marked) of the traffic.fabric marks."""
-    out: dict[str, tuple[str, list[str]]] = {}
-    for v in traffic(run):
-        if v["check"] == "traffic.fabric" and v.get("remediation"):
-            obs, nodes = out.setdefault(v["component"], (v["observed"], []))
-            nodes.append(v["node"])
-    return out
+    """component -> (observed, nodes marked) of admission.json's repair list (`infrastructure`),
+    every item traffic's and each node it lists a traffic.fabric mark of that fault."""
+    infra = run.admission.get("infrastructure", [])
+    marks = {(v["component"], v["node"]) for v in traffic(run)
+             if v["check"] == "traffic.fabric" and v.get("remediation")}  # fmt: skip
+    assert {(i["component"], n) for i in infra for n in i["nodes"]} == marks
+    assert all(i["check"] == "traffic.fabric" and i["remediation"] for i in infra)
+    return {i["component"]: (i["observed"], i["nodes"]) for i in infra}
 
 
 def test_np_off_and_rp_off_blame_exactly_their_rails(sim_fleet: Any, tmp_path: Path) -> None:
@@ -118,12 +119,13 @@ def test_switch_faults_mark_the_switch_not_the_nodes(sim_fleet: Any, tmp_path: P
     assert bad(run) == {}, run.stdout[-3000:]
     assert run.rejected() == {}
     got = repairs(run)
-    assert sorted(got) == ["leaf02 rail 0", "leaf03 rail 1 uplinks"]
+    assert list(got) == ["leaf02 rail 0", "leaf03 rail 1 uplinks"]
     obs, nodes = got["leaf02 rail 0"]
-    assert sorted(nodes) == NODES[4:8]
+    assert nodes == NODES[4:8]
     assert obs.startswith("no ECN-marked packet at ") and obs.count("gpu") == 4
     obs, nodes = got["leaf03 rail 1 uplinks"]
-    assert sorted(nodes) == NODES[8:12]
+    assert nodes == NODES[8:12]
+    assert "REPAIR 2 infrastructure faults" in run.stdout
     # the bisection's slow flows could be leaf01's or leaf03's: both re-tested, leaf03 named
     loc = json.loads((run.run_dir / "traffic" / f"localization-{PROFILE}.json").read_text())[
         "tests"
@@ -138,10 +140,11 @@ def test_pfc_off_and_uplink_down_and_a_healthy_rail(sim_fleet: Any, tmp_path: Pa
     run = run_traffic(sim_fleet, tmp_path, [0, 1, 2], traffic=switch)
     assert bad(run) == {}, run.stdout[-3000:]
     got = repairs(run)
-    assert sorted(got) == ["leaf01 rail 0", "leaf02 rail 1 uplinks"]
-    assert sorted(got["leaf01 rail 0"][1]) == NODES[:4]
+    assert list(got) == ["leaf01 rail 0", "leaf02 rail 1 uplinks"]
+    assert got["leaf01 rail 0"][1] == NODES[:4]
     assert "no sender paused" in got["leaf01 rail 0"][0]
-    assert sorted(got["leaf02 rail 1 uplinks"][1]) == NODES[4:8]
+    assert got["leaf02 rail 1 uplinks"][1] == NODES[4:8]
+    assert run.rejected() == {}
     # rail 2, healthy: every node passes every pattern with a measured number
     rail2 = [v for v in traffic(run) if v["component"] == "mlx5_2 (rail 2)"]
     assert len(rail2) == 12 * 4 and {v["status"] for v in rail2} == {"pass"}
@@ -170,11 +173,13 @@ def test_a_node_lost_mid_stage_rejects_only_itself(sim_fleet: Any, tmp_path: Pat
     assert [t["retest"] for t in later if "retest" in t]  # the broken incast's receiver
 
 
-def test_infiniband_uplink_faults_mark_the_leaf_and_incasts_pass(
+def test_infiniband_uplink_faults_mark_the_discovered_leaf_and_incasts_pass(
     sim_fleet: Any, tmp_path: Path
 ) -> None:
     """An InfiniBand fleet (profile generic-hgx-h100 with a traffic section, no host
-    counters): the bisection names the leaf whose uplinks are at fault; no node rejected."""
+    counters), the fabric stage run first: the bisection names the leaf whose uplinks are at
+    fault by the switch the fabric stage discovered on that rail (not the `leaf` label); no
+    node rejected. (The RoCE fleets above have no fabric stage: labels there.)"""
     doc = yaml.safe_load((REPO / "inventories" / "sim" / "demo.yaml").read_text())
     for k in ("overrides", "faults"):
         doc.pop(k, None)
@@ -196,11 +201,17 @@ def test_infiniband_uplink_faults_mark_the_leaf_and_incasts_pass(
         "sources": {"traffic.test": "the fleet tests' own: the RoCE criteria but counters"},
         "traffic": section,
     }))  # fmt: skip
-    run = sim_fleet(doc).run(*STAGES, f"--profiles-dir={d}", timeout=400)
+    run = sim_fleet(doc).run("-m", "reach or fabric or traffic", f"--profiles-dir={d}",
+                             timeout=400)  # fmt: skip
     assert bad(run) == {}, run.stdout[-3000:]
+    assert not [v for v in run.verdicts["verdicts"]
+                if v["check"].startswith("fabric.") and v["status"] != "pass"]  # fmt: skip
     got = repairs(run)
-    assert sorted(got) == ["leaf01 rail 0 uplinks", "leaf02 rail 1 uplinks"]
-    assert sorted(got["leaf01 rail 0 uplinks"][1]) == NODES[:4]
-    assert sorted(got["leaf02 rail 1 uplinks"][1]) == NODES[4:8]
+    assert list(got) == ["leaf-r01-rail0 uplinks", "leaf-r02-rail1 uplinks"]
+    assert got["leaf-r01-rail0 uplinks"][1] == NODES[:4]
+    assert got["leaf-r02-rail1 uplinks"][1] == NODES[4:8]
+    plan = json.loads((run.run_dir / "traffic" / "plan-traffic-ib-test.json").read_text())
+    assert plan["discovered"] is True, plan.keys()
+    assert run.rejected() == {}
     counters = {v["message"] for v in traffic(run) if v["check"] == "traffic.counters"}
     assert counters == {"InfiniBand rail: no RoCE counters (traffic.counters: null)"}

@@ -142,3 +142,39 @@ def test_counters_that_do_not_move_are_an_error() -> None:
     j = judge_incast(INCAST, m, PROF, LEAF, 3, "k")
     assert {(f.status, f.message) for f in j.findings} == {("error", m.error)}
     assert Status.ERROR.value == "error"
+
+
+def test_discovered_leaves_per_rail_name_the_retests_and_the_marks() -> None:
+    """Where the fabric stage discovered each rail's switch, a rail's re-tests and marks go by
+    that switch (`leaf_on`), the other rails' and the labels untouched."""
+    from nodegate.framework.active.rounds import Outcome
+    from nodegate.stages.traffic.blame import Infra
+    from nodegate.stages.traffic.checks import fabric_verdicts
+
+    nodes = tuple(NODES[:8])
+    on = {r: {n: f"leaf-r{(i // 4) + 1:02d}-rail{r}" for i, n in enumerate(nodes)} for r in (0, 1)}
+    plan = TrafficPlan(nodes, LEAF, (0, 1), 3, 1, on)
+    assert (
+        plan.leaf_on(1)["gpu005"] == "leaf-r02-rail1"
+        and TrafficPlan(nodes, LEAF, (0, 1), 3, 1).leaf_on(1)["gpu005"] == "leaf02"
+    )
+    plan.leaf_suspects.append((1, ("leaf-r02-rail1",)))
+    for planned in plan.planned:
+        plan.add(Outcome(planned.tests[0], planned.id, True))
+    r = plan.next_round()
+    assert r is not None and {(t.rail, t.retest) for t in r.tests} == {(1, "leaf-r02-rail1")}
+    assert {n for t in r.tests for n in t.nodes()} & set(NODES[4:8])
+    i = Infra("leaf-r02-rail1 uplinks", "leaf-r02-rail1", 1, "a->b", "slow", "fast", "m", "fix")
+
+    def marks(n: str) -> list[tuple[str, str | None]]:
+        def leaf_on(rail: int) -> str:
+            return on[rail][n]
+
+        def refs(key: str, node: str) -> tuple[str, ...]:
+            return ()
+
+        return [(v.component, v.remediation) for v in fabric_verdicts(
+            n, leaf_on, [i], refs, "x (leaf)")]  # fmt: skip
+
+    got = {n: marks(n) for n in ("gpu004", "gpu005")}
+    assert got == {"gpu004": [("x (leaf)", None)], "gpu005": [("leaf-r02-rail1 uplinks", "fix")]}

@@ -14,7 +14,7 @@ leaf's uplinks or routing (infrastructure); slow flows with no common leaf: thei
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -66,13 +66,22 @@ class Judged:
 
 
 def switch_name(leaf: str, rail: int) -> str:
-    """A leaf switch by its label and rail (the fabric stage's names replace it when known)."""
+    """A leaf switch by its label and rail (where the fabric stage discovered the switches,
+    the leaves are their names: `discovered_name`)."""
     return f"{leaf} rail {rail}"
+
+
+def discovered_name(leaf: str, rail: int) -> str:
+    """A leaf switch the fabric stage discovered: its own name (one per rail already)."""
+    return leaf
+
+
+Namer = Callable[[str, int], str]
 
 
 def judge_incast(
     t: TrafficTest, m: Measured, prof: TrafficProfile, leaf: Mapping[str, str], prio: int | None,
-    key: str,
+    key: str, name: Namer = switch_name,
 ) -> Judged:  # fmt: skip
     out = Judged()
     nodes = t.nodes()
@@ -110,7 +119,7 @@ def judge_incast(
         if not c.ecn_marked.holds(marks):
             switch_cause = "no ECN mark"
             out.infra.append(Infra(
-                switch_name(leaf.get(rx, "?"), t.rail), leaf.get(rx, "?"), t.rail, rx,
+                name(leaf.get(rx, "?"), t.rail), leaf.get(rx, "?"), t.rail, rx,
                 "no ECN-marked packet at {at} (each the receiver of an incast)",
                 c.ecn_marked.expected() + " at every receiver",
                 "the switch marked no packet of its congested ports although the hosts' ECN "
@@ -139,7 +148,7 @@ def judge_incast(
         if lost[rx] > 0 and not any(paused.values()) and not blamed:
             switch_cause = (switch_cause + " and " if switch_cause else "") + "no PFC"
             out.infra.append(Infra(
-                switch_name(leaf.get(rx, "?"), t.rail), leaf.get(rx, "?"), t.rail, rx,
+                name(leaf.get(rx, "?"), t.rail), leaf.get(rx, "?"), t.rail, rx,
                 "packets lost at {at} (each the receiver of an incast), no sender paused",
                 "lossless (PFC pauses, no loss)",
                 "the switch dropped RoCE packets instead of pausing the senders (PFC off on "
@@ -234,7 +243,12 @@ def judge_incast(
 
 
 def judge_bisection(
-    t: TrafficTest, m: Measured, prof: TrafficProfile, leaf: Mapping[str, str], key: str
+    t: TrafficTest,
+    m: Measured,
+    prof: TrafficProfile,
+    leaf: Mapping[str, str],
+    key: str,
+    name: Namer = switch_name,
 ) -> Judged:
     out = Judged()
 
@@ -270,7 +284,7 @@ def judge_bisection(
     if leaves and len(leaves) == 1:
         (lf,) = leaves
         out.infra.append(Infra(
-            f"{switch_name(lf, t.rail)} uplinks", lf, t.rail,
+            f"{name(lf, t.rail)} uplinks", lf, t.rail,
             ", ".join(f"{a}->{b}" for a, b in slow),
             "bisection flows {at} through it at half speed or less",
             prof.per_flow.expected() + " of the reference flow",

@@ -13,7 +13,16 @@ from nodegate.framework.active.addresses import peer_address
 from nodegate.framework.active.campaign import Campaign, EvidenceRefs, Execution, Spawner
 from nodegate.framework.active.rounds import Outcome, Sanity
 from nodegate.inventory import Node
-from nodegate.stages.traffic.blame import Finding, Infra, Judged, judge_bisection, judge_incast
+from nodegate.stages.traffic.blame import (
+    Finding,
+    Infra,
+    Judged,
+    Namer,
+    discovered_name,
+    judge_bisection,
+    judge_incast,
+    switch_name,
+)
 from nodegate.stages.traffic.checks import BY_AREA, area_verdict, fabric_verdicts
 from nodegate.stages.traffic.measure import Measured, measure
 from nodegate.stages.traffic.plan import TrafficPlan, TrafficTest
@@ -28,6 +37,7 @@ class TrafficCampaign(Campaign[TrafficTest]):
     def __init__(
         self, name: str, prof: TrafficProfile, paths: Sequence[RailPath], members: Sequence[Node],
         transport: Transport, leaf: Mapping[str, str], prio: int | None,
+        on_rail: Mapping[tuple[str, int], str] | None = None,
     ) -> None:  # fmt: skip
         self.name = name
         self.prof = prof
@@ -35,8 +45,18 @@ class TrafficCampaign(Campaign[TrafficTest]):
         self.nodes = tuple(n.name for n in members)
         self.leaf = dict(leaf)
         self.prio = prio  # the RoCE priority whose counters are read; None on InfiniBand
+        # (node, rail) -> the switch the fabric stage discovered it on: every node's every rail
+        # tested, else none (labels then)
+        cabled = dict(on_rail or {})
+        self.discovered = bool(cabled) and all(
+            (n, r) in cabled for n in self.nodes for r in self.paths
+        )
+        rail_leaf = {
+            r: {n: cabled[(n, r)] for n in self.nodes} for r in self.paths if self.discovered
+        }
+        self.name_switch: Namer = discovered_name if self.discovered else switch_name
         self.localizer: TrafficPlan = TrafficPlan(
-            self.nodes, self.leaf, tuple(sorted(self.paths)), prof.senders, prof.seed
+            self.nodes, self.leaf, tuple(sorted(self.paths)), prof.senders, prof.seed, rail_leaf
         )
         self.performance: Threshold = prof.aggregate
         self.addresses = {
@@ -50,6 +70,7 @@ class TrafficCampaign(Campaign[TrafficTest]):
         return {
             "method": self.prof.describe(),
             "leaves": dict(sorted(self.leaf.items())),
+            "discovered": self.discovered,
             "counters": self.prio is not None,
         }
 
@@ -99,9 +120,14 @@ class TrafficCampaign(Campaign[TrafficTest]):
         self.measured[test] = m
         key = self.key_of(test)
         if test.kind == "incast":
-            self.judged[test] = judge_incast(test, m, self.prof, self.leaf, self.prio, key)
+            self.judged[test] = judge_incast(
+                test, m, self.prof, self.localizer.leaf_on(test.rail), self.prio, key,
+                self.name_switch,
+            )  # fmt: skip
         else:
-            j = judge_bisection(test, m, self.prof, self.leaf, key)
+            j = judge_bisection(
+                test, m, self.prof, self.localizer.leaf_on(test.rail), key, self.name_switch
+            )
             self.judged[test] = j
             if j.suspects:
                 self.localizer.leaf_suspects.append((test.rail, j.suspects))
@@ -190,7 +216,11 @@ class TrafficCampaign(Campaign[TrafficTest]):
                         continue
                     out.append(area_verdict(area, n, r, dev, fs, refs, roce))
             lf = self.leaf.get(n, "")
-            out += fabric_verdicts(n, lf, [i for i in infra], refs, f"{lf} (leaf)")
+
+            def leaf_on(rail: int, n: str = n) -> str:
+                return self.localizer.leaf_on(rail).get(n, "")
+
+            out += fabric_verdicts(n, leaf_on, infra, refs, f"{lf} (leaf)")
         return out
 
 

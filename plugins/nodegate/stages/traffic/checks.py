@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from nodegate.core.checks import Chart, Check, CheckTable
 from nodegate.core.values import Status, Verdict
+from nodegate.core.verdicts import marked
 from nodegate.stages.traffic.blame import Area, Finding, Infra
 from nodegate.stages.traffic.profile import TrafficProfile
 
@@ -38,7 +39,7 @@ FABRIC: Check[None, TrafficProfile] = Check(
     "traffic.fabric",
     "no switch or uplink fault under load behind the node (a fault there is a repair-list item "
     "and rejects no node).",
-    None, "switch", "test_traffic_fabric", "pipeline",
+    None, "switch", "test_traffic_fabric", "pipeline", infrastructure=True,
 )  # fmt: skip
 CLEANUP: Check[None, TrafficProfile] = Check(
     "traffic.cleanup",
@@ -114,11 +115,12 @@ def _hint(area: Area) -> str:
 
 
 def fabric_verdicts(
-    node: str, leaf: str, infra: Sequence[Infra], refs: Refs, switch_label: str
-) -> list[Verdict]:
-    """`traffic.fabric` for a node: one mark per infrastructure fault behind its leaf, else a
-    plain PASS."""
-    mine = [i for i in infra if i.leaf == leaf]
+    node: str, leaf_on: Callable[[int], str], infra: Sequence[Infra], refs: Refs,
+    switch_label: str,
+) -> list[Verdict]:  # fmt: skip
+    """`traffic.fabric` for a node: one mark per infrastructure fault of the leaf its rail
+    lands on (`leaf_on(rail)`), else a plain PASS."""
+    mine = [i for i in infra if leaf_on(i.rail) == i.leaf]
     if not mine:
         return [
             Verdict(
@@ -128,15 +130,16 @@ def fabric_verdicts(
                 switch_label,
                 "no fault",
                 "no fault",
-                message=f"no switch or uplink fault found under load behind {leaf}",
+                message=f"no switch or uplink fault found under load behind {switch_label}",
             )
         ]
     return [mark_infrastructure(node, i, refs(i.test_key, node)) for i in mine]
 
 
 def mark_infrastructure(node: str, i: Infra, evidence: tuple[str, ...]) -> Verdict:
-    """A node behind an infrastructure fault: PASS for the node, marked with the fault (the
-    fabric stage's `core.verdicts.marked` once it lands: admission's repair list)."""
-    return Verdict(FABRIC.id, node, Status.PASS, i.component, i.observed, i.expected,
-                   message=f"infrastructure: {i.message}", remediation=i.remediation,
-                   evidence=evidence)  # fmt: skip
+    """A node behind an infrastructure fault: PASS for the node, marked with the fault
+    (`core.verdicts.marked`): one item of admission.json's `infrastructure` repair list per
+    fault, listing the nodes it marks."""
+    return marked(FABRIC, node, i.component, i.observed, i.expected,
+                  f"infrastructure: {i.message}", remediation=i.remediation,
+                  evidence=evidence)  # fmt: skip

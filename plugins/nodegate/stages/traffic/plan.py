@@ -154,6 +154,9 @@ class TrafficPlan:
     rails: tuple[int, ...]
     k: int
     seed: int
+    # rail -> node -> the switch that rail lands on, where the fabric stage discovered it
+    # (the leaves a rail's re-tests and blame name); else `leaf`
+    rail_leaf: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
     outcomes: list[Outcome[TrafficTest]] = field(default_factory=list)
     # (rail, leaves): a bisection whose slow flows each of these leaves could explain
     leaf_suspects: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
@@ -164,6 +167,10 @@ class TrafficPlan:
         rounds = incast_rounds(self.nodes, self.leaf, self.rails, self.k, self.seed)
         rounds.append(bisection(self.nodes, self.leaf, self.rails, self.seed, len(rounds) + 1))
         self.planned = rounds
+
+    def leaf_on(self, rail: int) -> Mapping[str, str]:
+        """node -> its leaf on `rail`: the discovered switch, else the `leaf` label."""
+        return self.rail_leaf.get(rail) or self.leaf
 
     def lost(self) -> set[str]:
         return {n for o in self.outcomes for n, _ in o.lost}
@@ -195,7 +202,7 @@ class TrafficPlan:
         left = [n for n in self.nodes if n not in lost]
         again = [
             t for rail, leaves in self.leaf_suspects
-            for t in leaf_retests(left, self.leaf, rail, leaves, self.seed)
+            for t in leaf_retests(left, self.leaf_on(rail), rail, leaves, self.seed)
         ]  # fmt: skip
         again += self.receiver_retests(lost, {(n, t.rail) for t in again for n in t.nodes()})
         return Round(RoundId(number), tuple(again)) if again else None

@@ -5,7 +5,8 @@ or its uplinks (an infrastructure finding that rejects no node).
 
 Only nodes that passed every earlier stage take part. Rails come from `hca.rails` (narrowed by
 `traffic.rails`), the RoCE netdevs, GID index and traffic class from `roce`; leaves from the
-nodes' `leaf` labels.
+fabric stage's discovered cabling when it ran this run (`stages.fabric.discovered`: each rail's
+switch by name), else from the nodes' `leaf` labels.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from nodegate.framework.active.skeleton import ActiveStage
 from nodegate.framework.stage import StageContext
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
+from nodegate.stages.fabric.discovered import discovered_cabling, node_leaf
 from nodegate.stages.ib_pairs.profile import profile_rails
 from nodegate.stages.roce.profile import has_roce, roce_profile
 from nodegate.stages.traffic.campaign import TrafficCampaign
@@ -57,8 +59,19 @@ class TrafficStage(ActiveStage[TrafficTest]):
         paths = [
             RailPath(r, netdev.get(r.rail) if prio is not None else None, extra) for r in rails
         ]
-        leaf = {n.name: n.labels.get("leaf", "") for n in nodes}
-        return TrafficCampaign(name, prof, paths, nodes, ctx.transport, leaf, prio)
+        # The leaves the fabric stage discovered, when it ran (as ib_pairs); else the labels.
+        cabling = discovered_cabling(ctx.run_dir)
+        devices = [r.device for r in rails]
+        leaf = {
+            n.name: node_leaf(cabling, n.name, devices) or n.labels.get("leaf", "") for n in nodes
+        }
+        on_rail = {
+            (n.name, r.rail): cabling[n.name][r.device]
+            for n in nodes
+            for r in rails
+            if r.device in cabling.get(n.name, {})
+        }
+        return TrafficCampaign(name, prof, paths, nodes, ctx.transport, leaf, prio, on_rail)
 
 
 STAGE = TrafficStage()
