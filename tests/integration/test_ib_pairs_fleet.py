@@ -286,6 +286,9 @@ def cut_partners_then_one() -> Pick:
     return pick
 
 
+SYSTEMIC_WHEN_LOST = ["ib_pairs.cleanup", "ib_pairs.rail.bandwidth"]
+
+
 def test_chaos_nodes_whose_partners_were_cut_meet_each_other_and_pass(sim_fleet):
     fleet = sim_fleet(base_model(16))
     p, run_dir = fleet.start(*STAGES)
@@ -301,7 +304,18 @@ def test_chaos_nodes_whose_partners_were_cut_meet_each_other_and_pass(sim_fleet)
     assert run.rc == 1, run.stdout
     gone = chaos.nodes()
     assert len(chaos.cut["1"]) == 8 and len(chaos.cut["2"]) == 1, chaos.cut
-    assert sorted(run.rejected()) == gone, chaos.cut
+    # 9 of 16 nodes lost in one stage: their ERRORs pass the profile's systemic share (0.5 of
+    # the nodes that ran the check), a probable controller or network problem, so they are
+    # not rejected (not drained: admission.guard); this -m run leaves every node not qualified.
+    nodes = run.admission["nodes"]
+    assert run.rejected() == {}, chaos.cut
+    systemic = sorted(
+        n for n, d in nodes.items() if any(r["status"] == "systemic" for r in d["reasons"])
+    )
+    assert systemic == gone, chaos.cut
+    assert [(s["check"], s["nodes"]) for s in run.admission["systemic"]] == [
+        (c, gone) for c in SYSTEMIC_WHEN_LOST
+    ]
     loc = localization(run)
     assert set(loc["lost"]) == set(gone)
     assert {n: set(s.values()) for n, s in loc["status"].items() if n not in gone} == {
