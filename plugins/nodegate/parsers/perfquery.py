@@ -24,7 +24,7 @@ _COUNTER_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*):\.*(?P<value>\S+)$")
 ALL_PORTS = 255  # perfquery -a sums all ports into one block numbered 255
 
 # Counters each block kind always prints (mad_dump_perfcounters*); a block missing one was cut.
-_EXT_TRAFFIC = (
+EXT_TRAFFIC = (
     "PortXmitData",
     "PortRcvData",
     "PortXmitPkts",
@@ -35,7 +35,7 @@ _EXT_TRAFFIC = (
     "PortMulticastRcvPkts",
 )
 # With CounterSelect2 present, -x also prints the error counters, down to QP1Dropped.
-_EXT_ERRORS = (
+EXT_ERRORS = (
     "SymbolErrorCounter",
     "LinkErrorRecoveryCounter",
     "LinkDownedCounter",
@@ -51,7 +51,7 @@ _EXT_ERRORS = (
     "PortXmitWait",
     "QP1Dropped",
 )
-_BASIC = (*_EXT_ERRORS[:12], "PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts")
+_BASIC = (*EXT_ERRORS[:12], "PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts")
 _RCV_ERROR_DETAILS = (
     "PortLocalPhysicalErrors",
     "PortMalformedPktErrors",
@@ -64,7 +64,7 @@ _RCV_ERROR_DETAILS = (
 
 def _required(kind: str, counters: Mapping[str, int]) -> tuple[str, ...]:
     if kind == "Port extended counters":
-        return _EXT_TRAFFIC + (_EXT_ERRORS if "CounterSelect2" in counters else ())
+        return EXT_TRAFFIC + (EXT_ERRORS if "CounterSelect2" in counters else ())
     if kind == "Port counters":
         return _BASIC
     if kind == "PortRcvErrorDetails counters":
@@ -149,7 +149,7 @@ class PortCounters:
 
 _EXTENDED = "Port extended counters"
 # Counters the stage compares; a block without them (no CounterSelect2: an old PMA) is refused.
-_EXTENDED_REQUIRED = _EXT_TRAFFIC + _EXT_ERRORS
+_EXTENDED_REQUIRED = EXT_TRAFFIC + EXT_ERRORS
 
 
 def parse_perfquery_extended(text: str) -> tuple[PortCounters, ...]:

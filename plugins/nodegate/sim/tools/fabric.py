@@ -26,6 +26,7 @@ import shlex
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from nodegate.parsers.perfquery import EXT_ERRORS, EXT_TRAFFIC
 from nodegate.sim.fabric import (
     BASE_FACTORS,
     LINK_RATES,
@@ -41,32 +42,8 @@ from nodegate.sim.tools.base import Provider, SimTool
 
 _NO_PARTNER = " " * 36
 CAP_MASK = "(CapMask: 0x5300 CapMask2: 0x0000002)"  # the corpus EDR switch's PMA
-TRAFFIC = (
-    "PortXmitData",
-    "PortRcvData",
-    "PortXmitPkts",
-    "PortRcvPkts",
-    "PortUnicastXmitPkts",
-    "PortUnicastRcvPkts",
-    "PortMulticastXmitPkts",
-    "PortMulticastRcvPkts",
-)
-ERRORS = (
-    "SymbolErrorCounter",
-    "LinkErrorRecoveryCounter",
-    "LinkDownedCounter",
-    "PortRcvErrors",
-    "PortRcvRemotePhysicalErrors",
-    "PortRcvSwitchRelayErrors",
-    "PortXmitDiscards",
-    "PortXmitConstraintErrors",
-    "PortRcvConstraintErrors",
-    "LocalLinkIntegrityErrors",
-    "ExcessiveBufferOverrunErrors",
-    "VL15Dropped",
-    "PortXmitWait",
-    "QP1Dropped",
-)
+# perfquery -x's counters in the order it prints them (the parser's, from mad_dump_perfcounters*)
+TRAFFIC, ERRORS = EXT_TRAFFIC, EXT_ERRORS
 # Unicast packets count as the packets; the base of a counter that has one of its own.
 _SAME_AS = {"PortUnicastXmitPkts": "PortXmitPkts", "PortUnicastRcvPkts": "PortRcvPkts"}
 
