@@ -16,6 +16,8 @@ from tests.integration.conftest import REPO
 PROF = traffic_profile(ProfileLibrary([REPO / "inventories" / "profiles"]).get("hgx-h100-roce"))
 ROCE = RailPath(Rail(3, "mlx5_3", 3, 0), "enp92s0np0", ("-x", "3", "--tclass", "106"))
 HOSTILE = RailPath(Rail(1, "mlx5;$(x)", None, None), "en p'1", ())
+# the InfiniBand VM profiles' criteria: incast aggregate, Jain, victim, bisection, per flow
+IB_CRITERIA = (">= 0.9 share", ">= 0.9 Jain", ">= 0.8 share", ">= 0.85 share", ">= 0.75 share")
 BASE = "-i 1 -p 19708 -s 65536 -D 10 -F --report_gbits"
 
 
@@ -44,3 +46,24 @@ def test_hostile_names_are_quoted_once() -> None:
     assert command_line(perftest_argv(HOSTILE, PROF, 19600, "bad addr;$(x)")) == (
         "ib_write_bw -d 'mlx5;$(x)' -i 1 -p 19600 -s 65536 -D 10 -F --report_gbits 'bad addr;$(x)'"
     )
+
+
+def test_infiniband_vm_profiles_judge_bandwidth_fairness_and_the_victim() -> None:
+    """The ND VMs' traffic sections (no fabric view, no RoCE counters): the line rate is the
+    rail's own (hca.roles.compute.port.rate_gbps), the criteria the cited ones."""
+    lib = ProfileLibrary([REPO / "inventories" / "profiles"])
+    got = {}
+    for name in ("nd-a100-v4", "nd-h100-v5", "nd-h200-v5"):
+        prof = lib.get(name)
+        t = traffic_profile(prof)
+        rate = prof.section("hca")["roles"]["compute"]["port"]["rate_gbps"]["equal"]
+        assert t.line_rate_gbps == rate, name
+        assert {"traffic.incast", "traffic.victim", "traffic.bisection"} <= set(prof.data["sources"])
+        judged = (t.aggregate, t.fairness, t.victim, t.bisection, t.per_flow)
+        got[name] = (t.line_rate_gbps, t.senders, t.counters, t.port_base,
+                     tuple(j.describe() for j in judged))  # fmt: skip
+    assert got == {
+        "nd-a100-v4": (200.0, 8, None, 19515, IB_CRITERIA),
+        "nd-h100-v5": (400.0, 8, None, 19515, IB_CRITERIA),
+        "nd-h200-v5": (400.0, 8, None, 19515, IB_CRITERIA),
+    }
