@@ -2,6 +2,13 @@
 
     python bench/bench_nccl.py                     # N = 16, 64, 256, 1024; 1..3 bad nodes
     python bench/bench_nccl.py --fleet 16          # also a real run on a simulated fleet
+    python bench/bench_nccl.py --matrix            # 1..3 bad nodes + one slow leaf pair
+
+`--matrix`: N = 64, 256, 1,024 in 32 leaves, 1..3 bad nodes (every job holding one fails) and
+one slow leaf pair (every job holding nodes of both leaves fails: a slow spine between them),
+the full matrix (4 collectives x two_node_ring, leaf, leaves of 2, whole) after localization:
+rounds, modelled wall, whether exactly the bad nodes were named, how many healthy nodes were
+named with them, and whether a matrix finding at `leaves` holds the slow pair.
 
 The planner is played with simulated outcomes (a job fails when it holds a bad node), so any
 N runs in a second; wall time is modelled per round as its longest job: launcher start-up
@@ -141,12 +148,73 @@ def fleet_run(n: int) -> None:
     print(f"real run, {n} nodes, one slow: {time.monotonic() - t0:.1f} s (reports in {tmp})")
 
 
+def matrix_table(sizes: Sequence[int], seed: int, n_leaves: int = 32) -> None:
+    from nodegate.stages.nccl.matrix import GroupResult, findings
+    from nodegate.stages.nccl.profile import Matrix
+
+    floors = {s: {"min": 100, "unit": "GB/s"} for s in ("two_node_ring", "leaf", "leaves", "whole")}
+    m = Matrix.of({
+        "collectives": ["all_reduce", "all_gather", "reduce_scatter", "alltoall"],
+        "scales": {s: {"message_bytes": 1 << 30, "iterations": 5}
+                   for s in ("two_node_ring", "leaf", "leaves", "whole")},
+        "line_rate": {"value": 400, "unit": "GB/s"}, "max_drop_pct": 20,
+        "floors": {c: floors for c in ("all_reduce", "all_gather", "reduce_scatter", "alltoall")},
+    })  # fmt: skip
+    rng = random.Random(seed)
+    print(f"{'N':>5} {'bad':>3} {'slow pair':>15} | {'loc rounds':>10} {'matrix rounds':>13} "
+          f"{'wall s':>7} | {'named':>5} {'healthy named':>13} {'pair found':>10} "
+          f"| {'halving rounds':>14} {'wall s':>7}")  # fmt: skip
+    for n in sizes:
+        names = [f"gpu{i:04d}" for i in range(1, n + 1)]
+        leaf = {x: f"leaf{i * n_leaves // n + 1:02d}" for i, x in enumerate(names)}
+        for d in (1, 2, 3):
+            bad = sorted(rng.sample(names, d))
+            a = rng.randrange(1, n_leaves)
+            pair = (f"leaf{a:02d}", f"leaf{a + 1:02d}")  # in one `leaves` group when a is odd
+            slow = set(pair)
+
+            def judge(
+                job: NcclJob,
+                bad: Sequence[str] = bad,
+                slow: set[str] = slow,
+                leaf: dict[str, str] = leaf,
+            ) -> bool:
+                crosses = slow <= {leaf[x] for x in job.nodes}
+                return not (set(job.nodes) & set(bad)) and not crosses
+
+            played = play(names, judge, leaf, matrix=m)
+            loc = played.localizer.loc
+            sizes_by_round: dict[int, int] = {}
+            for r in loc.results:
+                if r.round.number > 2:
+                    k = r.round.number
+                    sizes_by_round[k] = max(sizes_by_round.get(k, 0), len(r.test.nodes))
+            wall = sum(job_s(x) for x in sizes_by_round.values())
+            mrounds = len({r.round.number for r in loc.of_phase("matrix")})
+            res = [GroupResult(r.test.collective, r.test.scale, r.test.nodes, r.value)
+                   for r in loc.of_phase("matrix")]  # fmt: skip
+            found = any(f.group.scale == "leaves" and slow <= {leaf[x] for x in f.group.nodes}
+                        for f in findings(m, res))  # fmt: skip
+            named = set(played.named)
+            hr, _, hw = halving(n, bad, names)
+            print(f"{n:>5} {d:>3} {'+'.join(pair):>15} | {played.localization_rounds:>10} "
+                  f"{mrounds:>13} {wall:>7.0f} | {'yes' if set(bad) <= named else 'NO':>5} "
+                  f"{len(named - set(bad)):>13} {'yes' if found else 'NO':>10} "
+                  f"| {hr:>14} {hw:>7.0f}")  # fmt: skip
+    print(f"(wall: each round's longest job, {START_S:g} s + {PER_NODE_S:g} s per node; halving: "
+          "bad nodes only, the slow pair not modelled)")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 1024])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fleet", type=int, default=0, help="also run a real N-node fleet")
+    ap.add_argument("--matrix", action="store_true", help="bad nodes + a slow leaf pair")
     args = ap.parse_args()
+    if args.matrix:
+        matrix_table([s for s in args.sizes if s >= 64] or [64, 256, 1024], args.seed)
+        return
     table(args.sizes, args.seed)
     if args.fleet:
         fleet_run(args.fleet)

@@ -46,9 +46,11 @@ def test_demo_fleet_rejects_exactly_its_faults(sim_fleet):
     assert len(run.admitted()) == 32 - len(EXPECTED)
     # nccl: the whole-set job fails, localization names gpu018 in three rounds after it; the
     # nodes it cleared pass the whole-set check, gpu018 fails it and localization
+    # (the collective matrix then runs without it: its nccl.matrix is a SKIP saying so)
     assert {(r["check"], r["status"]) for r in rejected["gpu018"]} == {
         ("nccl.whole.busbw", "fail"),
         ("nccl.localized", "fail"),
+        ("nccl.matrix", "skip"),
     }
     loc = json.loads((run.run_dir / "nccl" / "localization-generic-hgx-h100.json").read_text())
     assert loc["named"] == ["gpu018"] and loc["rounds_used"] == 3

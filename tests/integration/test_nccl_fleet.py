@@ -30,10 +30,15 @@ def nccl_model(n: int, faults: dict[str, Any] | None = None, **extra: Any) -> di
 
 
 def write_profile(
-    fleet: SimFleet, job_timeout_s: float = 40, launcher: str = "mpirun", ranks: int = 2
+    fleet: SimFleet,
+    job_timeout_s: float = 40,
+    launcher: str = "mpirun",
+    ranks: int = 2,
+    matrix: dict[str, Any] | None = None,
 ) -> Path:
     """A test profile over generic-hgx-h100: 2 ranks per node, a short sweep, the fleet's
-    ssh_config for mpirun's remote starts, Open MPI's traffic on loopback."""
+    ssh_config for mpirun's remote starts, Open MPI's traffic on loopback; no collective
+    matrix unless `matrix` is given."""
     d = fleet.tmp / "profiles"
     d.mkdir(exist_ok=True)
     agent = f"ssh -F {fleet.fleet.root / 'ssh_config'} -p 2222"
@@ -61,6 +66,7 @@ def write_profile(
                 },
             },
             "srun": {"mpi": "none"},
+            "matrix": matrix,
         },
     }
     (d / f"{PROFILE}.yaml").write_text(yaml.safe_dump(doc))
@@ -365,3 +371,68 @@ def test_a_launcher_that_cannot_start_is_an_error_in_its_own_words(sim_fleet):
         ">= 430 GB/s, avg >= 280]"
     )
     assert sorted(run.admitted()) == ["gpu001", "gpu003"]
+
+
+MATRIX = {
+    "collectives": ["all_reduce", "alltoall"],
+    "scales": {
+        "leaf": {"message_bytes": 268435456, "iterations": 2},
+        "leaves": {"message_bytes": 268435456, "iterations": 2, "leaves": 2},
+        "whole": {"message_bytes": 268435456, "iterations": 2},
+    },
+    "line_rate": {"value": 400, "unit": "GB/s"},
+    "max_drop_pct": 20,
+    "floors": {
+        c: {s: {"min": m, "unit": "GB/s"} for s in ("leaf", "leaves", "whole")}
+        for c, m in (("all_reduce", 340), ("alltoall", 240))
+    },
+}
+
+
+def test_matrix_names_a_slow_node_and_a_leaf_s_uplinks_rejecting_only_the_node(sim_fleet):
+    """16 nodes in 4 leaves: gpu002 slow on its rails (node localization names it), leaf02
+    short of half its uplinks (alltoall over leaf01+leaf02 and the whole set halve; all_reduce
+    keeps its rate): the uplinks are a repair-list item over the nodes behind them, no node
+    but gpu002 rejected."""
+    model = nccl_model(
+        16,
+        {"gpu002": [{"nccl_slow": "all"}], "gpu006": ["leaf_uplink_down"]},
+        racks={"nodes_per_rack": 4},
+    )
+    fleet = sim_fleet(model)
+    run = run_nccl(fleet, matrix=MATRIX)
+    assert run.rc == 1, run.stdout
+    fail = {"gpu002": "fail"}
+    assert_only(run, 16, {"nccl.whole.busbw": fail, "nccl.localized": fail})
+    plan = doc(run, "plan")
+    assert plan["matrix"] == {
+        "collectives": ["all_reduce", "alltoall"], "scales": ["leaf", "leaves", "whole"],
+        "rounds": 6, "jobs": 14, "estimated_s": 60.0,
+    }  # fmt: skip
+    got: dict[str, dict[str, str]] = {}
+    for v in run.verdicts["verdicts"]:
+        if v["check"] == "nccl.matrix":
+            mark = "marked" if v.get("remediation") else v["status"]
+            got.setdefault(v["node"], {})[v["component"]] = mark
+    near = set(nodes(8, "gpu002"))  # leaf01 and leaf02, behind leaf02's uplinks
+    want = {
+        n: {
+            "all_reduce@leaf": "pass", "all_reduce@leaves": "pass", "all_reduce@whole": "pass",
+            "alltoall@leaf": "pass", "alltoall@leaves": "marked" if n in near else "pass",
+            "alltoall@whole": "marked",
+        }
+        for n in nodes(16, "gpu002")
+    }  # fmt: skip
+    assert got == {**want, "gpu002": {"collective": "skip"}}
+    infra = [(i["component"], i["message"], i["nodes"]) for i in run.admission["infrastructure"]]
+    assert infra == [
+        ("alltoall@leaves", "alltoall at leaves (7 nodes over leaf01, leaf02): 135.73 GB/s (34 % "
+         "of line rate): 135.73 GB/s below the floor 240; 49 % below leaf (264.98 GB/s; at most "
+         "20 % allowed); the break is at the leaf uplinks and spines between these leaves",
+         sorted(near)),
+        ("alltoall@whole", "alltoall at whole (15 nodes over leaf01, leaf02, leaf03, leaf04): "
+         "135.84 GB/s (34 % of line rate): 135.84 GB/s below the floor 240; 49 % below leaves "
+         "(265.78 GB/s; at most 20 % allowed); the break is at the spine tier under the whole "
+         "set", nodes(16, "gpu002")),
+    ]  # fmt: skip
+    assert_clean(run, 16)

@@ -1,4 +1,5 @@
-"""Simulated nccl-tests `all_reduce_perf` rank for the simulated fleet (standard library only).
+"""Simulated nccl-tests rank (`all_reduce_perf`, `all_gather_perf`, `reduce_scatter_perf`,
+`alltoall_perf`) for the simulated fleet (standard library only).
 
 One process per rank, started by a real launcher (`mpirun` through the fleet's sshd, or
 `srun` through the fleet's slurmd): its rank comes from the launcher's environment
@@ -7,6 +8,12 @@ NCCL_COMM_ID (as NCCL's bootstrap does), then connects to its ring neighbours ov
 and passes the data around the ring: one hung or dead rank hangs or breaks the whole job, as
 with NCCL. Rank 0 prints nccl-tests 2.19's format, bus bandwidth computed from the models of
 every node in the job (the slowest node or rail bounds the ring); NCCL WARN lines go to stderr.
+Each collective's bus bandwidth as nccl-tests doc/PERFORMANCE.md defines it (busbw = algbw x
+2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and alltoall); alltoall is
+bound by each node's NICs (every byte but 1/n leaves the node) at ALLTOALL_NET of their ring
+rate. The other collectives' rows: redop `none` (nccl-tests prints it for a collective with
+no reduction), root -1; NCCL_ALGO=Ring in the environment changes nothing here (the model is
+a ring already).
 
     python3 -I -S nccl_sim.py all_reduce_perf -b 1M -e 8G -f 2 -g 1 -c 1 -n 20 -w 5
 
@@ -35,6 +42,14 @@ VALUE = {
     "a": "average", "u": "unalign", "N": "run_cycles", "p": "parallel_init",
 }  # fmt: skip
 LONG = {v: v for v in VALUE.values()}
+# binary -> (bus factor numerator in units of (n-1)/n, redop printed)
+COLLECTIVES = {
+    "all_reduce_perf": (2, "sum"),
+    "all_gather_perf": (1, "none"),
+    "reduce_scatter_perf": (1, "sum"),
+    "alltoall_perf": (1, "none"),
+}
+ALLTOALL_NET = 0.75  # alltoall's busbw against the ring's across nodes (no pipelining of a ring)
 
 
 class Usage(Exception):
@@ -145,25 +160,46 @@ def bootstrap(rank: dict[str, Any], ring: socket.socket) -> list[dict[str, Any]]
     return got
 
 
-def busbw(table: list[dict[str, Any]], size: int) -> float:
+def busbw(table: list[dict[str, Any]], size: int, coll: str = "all_reduce_perf") -> float:
     """GB/s at `size`: the slowest node bounds the ring (NVLink alone within one node, the
-    network across nodes), less at small sizes (a fixed latency per operation)."""
+    network across nodes), less at small sizes (a fixed latency per operation); alltoall
+    across nodes at ALLTOALL_NET of the slowest node's NICs."""
     models = {h["model"]["node"]: h["model"] for h in table}
     bw = min(float(m["nvlink_busbw"]) * float(m["nvlink_factor"]) for m in models.values())
     latency_us = 15.0
     if len(models) > 1:
         bw = min(bw, *(float(m["net_busbw"]) * float(m["net_factor"]) for m in models.values()))
         latency_us = 40.0
+        if coll == "alltoall_perf":
+            bw *= ALLTOALL_NET
+        bw *= fabric_factor(models, coll)
     n = len(table)
-    moved = 2 * (n - 1) / n * size
+    moved = COLLECTIVES[coll][0] * (n - 1) / n * size
     t_us = latency_us + moved / (bw * 1e3)
     return moved / (t_us * 1e3)
 
 
-def header(o: dict[str, str], table: list[dict[str, Any]]) -> list[str]:
+def fabric_factor(models: dict[str, dict[str, Any]], coll: str) -> float:
+    """The fabric's share of the rate for a job over these nodes' leaves: a slowed spine
+    between two of its leaves bounds every collective's ring; a leaf short of uplinks bounds
+    alltoall (every byte leaves the leaf), not a ring (one flow each way crosses it)."""
+    leaves = {str(m.get("leaf", "")) for m in models.values()}
+    if len(leaves) < 2:
+        return 1.0
+    f = 1.0
+    for m in models.values():
+        for other, fac in (m.get("spine_slow") or {}).items():
+            if other in leaves and other != m.get("leaf"):
+                f = min(f, float(fac))
+        if coll == "alltoall_perf":
+            f = min(f, float(m.get("uplink_factor", 1.0)))
+    return f
+
+
+def header(o: dict[str, str], table: list[dict[str, Any]], coll: str) -> list[str]:
     lines = [
         f"# nccl-tests version {TESTS_VERSION} nccl-headers={NCCL_CODE} nccl-library={NCCL_CODE}",
-        "# Collective test starting: all_reduce_perf",
+        f"# Collective test starting: {coll}",
         f"# nThread {o['nthreads']} nGpus {o['ngpus']} minBytes {parse_size(o['minbytes'])} "
         f"maxBytes {parse_size(o['maxbytes'])} step: {o['stepfactor']}(factor) warmup iters: "
         f"{o['warmup_iters']} iters: {o['iters']} agg iters: {o['agg_iters']} validation: "
@@ -189,13 +225,14 @@ def header(o: dict[str, str], table: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def row(size: int, bw: float, n: int, wrong: int) -> str:
-    moved = 2 * (n - 1) / n * size if n > 1 else size
+def row(size: int, bw: float, n: int, wrong: int, coll: str = "all_reduce_perf") -> str:
+    factor, redop = COLLECTIVES[coll]
+    moved = factor * (n - 1) / n * size if n > 1 else size
     t_us = moved / (bw * 1e3) if bw > 0 else 0.0
     alg = size / (t_us * 1e3) if t_us > 0 else 0.0
     bus = bw if n > 1 else 0.0
     half = f"{t_us:8.1f} {alg:7.2f} {bus:7.2f} {wrong:7d}"
-    return f"{size:12d}  {size // 4:12d}     float     sum      -1 {half} {half}"
+    return f"{size:12d}  {size // 4:12d}     float  {redop:>6}      -1 {half} {half}"
 
 
 def warn(rank: dict[str, Any], text: str) -> None:
@@ -235,7 +272,7 @@ def fault_of(rank: dict[str, Any], kind: str) -> Any:
     return rank["model"]["faults"].get(kind) if rank["local"] == 0 else None
 
 
-def run(o: dict[str, str]) -> int:
+def run(o: dict[str, str], coll: str = "all_reduce_perf") -> int:
     rank = me()
     gpus = rank["model"]["gpus"]
     if rank["local"] >= len(gpus):
@@ -270,7 +307,7 @@ def run(o: dict[str, str]) -> int:
         time.sleep(0.2)
         os.kill(os.getpid(), signal.SIGKILL)  # the node dies mid-job: its ranks vanish
     steps = sizes(o)
-    bws = [busbw(table, s) for s in steps]
+    bws = [busbw(table, s, coll) for s in steps]
     total = sum(2 * s / (b * 1e3) for s, b in zip(steps, bws, strict=True)) * 1e-6
     pause = min(MAX_SIM_S, total * (int(o["iters"]) + int(o["warmup_iters"]))) / len(steps)
     try:
@@ -291,18 +328,18 @@ def run(o: dict[str, str]) -> int:
     if rank["rank"] != 0:
         return 0
     wrong = any(h["model"]["faults"].get("wrong") is not None for h in table)
-    lines = header(o, table)
+    lines = header(o, table, coll)
     bad = 0
     for s, b in zip(steps, bws, strict=True):
         w = (s // 4) // 1000 + 1 if wrong else 0
         bad += w
-        lines.append(row(s, b, n, w))
+        lines.append(row(s, b, n, w, coll))
     avg = sum(bws) / len(bws) if n > 1 else 0.0
     lines += [
         f"# {'Out of bounds values':<20} : {bad} {'FAILED' if bad else 'OK'}",
         f"# {'Avg bus bandwidth':<20} : {avg:g} ",
         "#",
-        "# Collective test concluded: all_reduce_perf",
+        f"# Collective test concluded: {coll}",
     ]
     sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()
@@ -310,19 +347,20 @@ def run(o: dict[str, str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] != "all_reduce_perf":
-        sys.stderr.write("usage: nccl_sim.py all_reduce_perf [options]\n")
+    if not argv or argv[0] not in COLLECTIVES:
+        sys.stderr.write(f"usage: nccl_sim.py {'|'.join(COLLECTIVES)} [options]\n")
         return 2
+    coll = argv[0]
     try:
         o = parse_args(argv[1:])
         sizes(o)
     except Usage as exc:
-        sys.stderr.write(f"{exc}\nUSAGE: all_reduce_perf [-t,--nthreads <num threads>] ...\n")
+        sys.stderr.write(f"{exc}\nUSAGE: {coll} [-t,--nthreads <num threads>] ...\n")
         return 1
     try:
-        return run(o)
+        return run(o, coll)
     except (OSError, ValueError, KeyError) as exc:
-        sys.stderr.write(f"nodegate-sim all_reduce_perf: {type(exc).__name__}: {exc}\n")
+        sys.stderr.write(f"nodegate-sim {coll}: {type(exc).__name__}: {exc}\n")
         return 1
 
 

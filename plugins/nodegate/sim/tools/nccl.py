@@ -1,4 +1,5 @@
-"""Simulated tools of the `nccl` stage: `all_reduce_perf`, one real process per rank
+"""Simulated tools of the `nccl` stage: `all_reduce_perf` (and the matrix's `all_gather_perf`,
+`reduce_scatter_perf`, `alltoall_perf`), one real process per rank
 (sim/nccl_sim.py) that meets its job's other ranks over loopback TCP, started by the real
 `mpirun` (through the fleet's sshd) or `srun` (through the fleet's slurmd).
 
@@ -21,6 +22,7 @@ from nodegate.sim.tools.base import Provider, SimTool
 
 MODEL_PATH = "/var/lib/nodegate-sim/nccl.json"
 SLOW_FACTOR = 0.6
+SLOW_FACTOR_FABRIC = 0.5  # spine_slow, leaf_uplink_down: half the rate between leaves
 NVLINK_FACTOR = 0.8  # an NVLink fault: slower within the node, still above the network's rate
 # HGX H100/H200 board: the GPUs' PCI bus ids as nccl-tests prints them ([%04x:%02x:%02x]).
 BUSES = ("0000:18:00", "0000:2a:00", "0000:3a:00", "0000:5d:00",
@@ -37,6 +39,11 @@ FAULTS = {
     "nccl_ib_error": "in multi-node jobs the node's first rank gets an IB completion error (WARN)",
     "nccl_internal_error": "the node's first rank fails with NCCL 'internal error'",
     "nccl_wrong": "all-reduce results are wrong on this node (#wrong > 0, job fails)",
+    "spine_slow": "NCCL flows between this node's leaf and leaf ARG ('LEAF[:FACTOR]', 0.5) "
+    "run at FACTOR: a job over both leaves is slow, each leaf alone is not",
+    "leaf_uplink_down": "this node's leaf keeps FACTOR (ARG, 0.5) of its uplinks: alltoall over "
+    "several leaves (every byte leaves the leaf) runs at FACTOR, a ring collective (one flow "
+    "each way) keeps its rate",
 }
 
 
@@ -85,6 +92,16 @@ def node_model(node: SimNode) -> dict[str, object]:
         "nvlink_factor": _factor(nvlink.arg, NVLINK_FACTOR) if nvlink else 1.0,
         "net_busbw": float(hw.get("net_busbw", 370)),
         "net_factor": _net_factor(node),
+        "leaf": str(node.labels.get("leaf", "")),
+        "spine_slow": {
+            leaf: _factor(fac, SLOW_FACTOR_FABRIC)
+            for f in node.faults
+            if f.kind == "spine_slow"
+            for leaf, _, fac in [(f.arg or "").partition(":")]
+        },
+        "uplink_factor": _factor(up.arg, SLOW_FACTOR_FABRIC)
+        if (up := node.fault("leaf_uplink_down"))
+        else 1.0,
         "faults": faults,
     }
 
@@ -143,9 +160,10 @@ def scripts(node: SimNode) -> dict[str, str]:
     sim = resources.files("nodegate").joinpath("sim/nccl_sim.py")
     py = shlex.quote(sys.executable)
     return {
-        "all_reduce_perf": (
-            f'#!/bin/sh\nexec {py} -I -S {shlex.quote(str(sim))} all_reduce_perf "$@"\n'
-        ),
+        **{
+            b: f'#!/bin/sh\nexec {py} -I -S {shlex.quote(str(sim))} {b} "$@"\n'
+            for b in ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf")
+        },
         "ssh": SSH,
         "mpirun": MPIRUN,
         "orted": ORTED,

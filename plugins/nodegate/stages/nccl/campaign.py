@@ -7,6 +7,7 @@ from typing import Any
 
 from ClusterShell.NodeSet import NodeSet
 
+from nodegate.core.thresholds import Threshold
 from nodegate.core.values import Verdict
 from nodegate.framework.active.addresses import PeerAddress, peer_address
 from nodegate.framework.active.campaign import Campaign, EvidenceRefs, Execution, Spawner
@@ -15,7 +16,13 @@ from nodegate.inventory import Node
 from nodegate.stages.fabric.discovered import Cabling, node_leaf
 from nodegate.stages.nccl.checks import Judge
 from nodegate.stages.nccl.launch import job_env, mpirun_script, run_mpirun, run_srun
-from nodegate.stages.nccl.plan import NcclJob, NcclLocalizer, auto_group_nodes
+from nodegate.stages.nccl.plan import (
+    NcclJob,
+    NcclLocalizer,
+    auto_group_nodes,
+    estimate_s,
+    matrix_plan,
+)
 from nodegate.stages.nccl.profile import NcclProfile
 from nodegate.stages.nccl.results import JobReading, read_job
 from nodegate.transport.base import Transport
@@ -50,6 +57,7 @@ class NcclCampaign(Campaign[NcclJob]):
             max_rounds=prof.max_rounds,
             group_nodes=prof.group_nodes,
             seed=prof.seed,
+            matrix=prof.matrix,
         )
         self.performance = prof.single_node.busbw  # per job: see passes()
         self.extra_env = dict(extra_env)
@@ -70,8 +78,37 @@ class NcclCampaign(Campaign[NcclJob]):
             "message_bytes": self.prof.message_bytes,
             "group_nodes": self.prof.group_nodes or auto_group_nodes(n),
             "max_localization_rounds": self.prof.max_rounds,
+            **self.matrix_header(),
             "addresses": {k: a.doc() for k, a in self.addresses.items()},
         }
+
+    def matrix_header(self) -> dict[str, Any]:
+        """The matrix's rounds and modelled wall time, as planned over every node (before the
+        first round runs; the nodes still in after localization run it)."""
+        m = self.prof.matrix
+        if m is None:
+            return {}
+        rounds = matrix_plan(m, self.nodes, self.localizer.loc.leaf)
+        return {
+            "matrix": {
+                "collectives": list(m.collectives),
+                "scales": [s.name for s in m.scales],
+                "rounds": len(rounds),
+                "jobs": sum(len(r) for r in rounds),
+                "estimated_s": estimate_s(m, self.nodes, self.localizer.loc.leaf),
+            }
+        }
+
+    def floor_of(self, test: NcclJob) -> Threshold:
+        """The busbw floor of a job: its (collective, scale) in the matrix, else by size."""
+        if test.phase == "matrix" and self.prof.matrix is not None:
+            return self.prof.matrix.floors[(test.collective, test.scale)]
+        return self.prof.floors(len(test.nodes)).busbw
+
+    def message_bytes(self, test: NcclJob) -> int:
+        if test.phase == "matrix" and self.prof.matrix is not None:
+            return next(s for s in self.prof.matrix.scales if s.name == test.scale).message_bytes
+        return self.prof.message_bytes
 
     def doc_of(self, test: NcclJob) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -81,6 +118,9 @@ class NcclCampaign(Campaign[NcclJob]):
             "launched_from": test.nodes[0],
             "floor": self.prof.floors(len(test.nodes)).describe(),
         }
+        if test.phase == "matrix":
+            doc["collective"], doc["scale"] = test.collective, test.scale
+            doc["floor"] = f"busbw {self.floor_of(test).expected()} {self.floor_of(test).unit}"
         if test.subject is not None:
             doc["subject"], doc["partner"] = test.subject, test.partner
         return doc
@@ -102,7 +142,7 @@ class NcclCampaign(Campaign[NcclJob]):
 
     async def execute(self, test: NcclJob, spawn: Spawner) -> Execution:
         first = self.addresses[test.nodes[0]].address
-        env = job_env(self.prof, self.extra_env, f"{first}:{self.prof.bootstrap_port}")
+        env = job_env(self.prof, self.extra_env, f"{first}:{self.prof.bootstrap_port}", test)
         timeout = self.timeout_s(test)
         where = await self.transport.placement(test.nodes)
         if self.prof.launcher == "srun":
@@ -110,13 +150,15 @@ class NcclCampaign(Campaign[NcclJob]):
                 why = f"srun cannot start ranks outside the run's allocation: {where.outside_why}"
                 return Execution((), why)
             names = [self.slurm_names[n] for n in test.nodes]
-            return await run_srun(self.prof, test.nodes, env, timeout, spawn, names, where.job)
+            return await run_srun(
+                self.prof, test.nodes, env, timeout, spawn, names, where.job, test
+            )
         if where.job is not None:
             hosts = [where.names[n] for n in test.nodes]
-            script = mpirun_script(self.prof, hosts, env, "allocation")
+            script = mpirun_script(self.prof, hosts, env, "allocation", test)
         else:
             hosts = [self.addresses[n].address for n in test.nodes]
-            script = mpirun_script(self.prof, hosts, env, "step" if where.in_step else "ssh")
+            script = mpirun_script(self.prof, hosts, env, "step" if where.in_step else "ssh", test)
         return await run_mpirun(test.nodes, script, timeout, spawn)
 
     def sanity(self, test: NcclJob, run: Execution) -> Sanity:
@@ -125,12 +167,14 @@ class NcclCampaign(Campaign[NcclJob]):
         hosts = {self.slurm_names[n]: n for n in test.nodes}
         hosts.update({self.addresses[n].address: n for n in test.nodes})
         reading = read_job(
-            run, self.prof.message_bytes, ranks, self.timeout_s(test), test.nodes, hosts
+            run, self.message_bytes(test), ranks, self.timeout_s(test), test.nodes, hosts
         )
         self.readings[test] = reading
         return Sanity(reading.busbw, reading.error or reading.corrupt)
 
     def passes(self, test: NcclJob, value: float | None) -> bool:
+        if test.phase == "matrix":  # one size: no sweep average to judge
+            return self.floor_of(test).holds(value)
         floors = self.prof.floors(len(test.nodes))
         avg = self.readings[test].avg_busbw if test in self.readings else None
         return floors.busbw.holds(value) and floors.avg_busbw.holds(avg)

@@ -6,13 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cache
+from typing import Any
 
 from ClusterShell.NodeSet import NodeSet
 
 from nodegate.core.checks import AnyCheck, Chart, Check, CheckTable
 from nodegate.core.values import Status, Verdict
+from nodegate.core.verdicts import marked
 from nodegate.framework.active.judge import failure_status
 from nodegate.stages.fabric.discovered import Cabling, leaves_crossed
+from nodegate.stages.nccl.matrix import TIER, GroupResult, describe, findings
 from nodegate.stages.nccl.plan import Localization, NcclJob, NcclOutcome
 from nodegate.stages.nccl.profile import NcclProfile
 from nodegate.stages.nccl.results import JobReading
@@ -48,6 +51,18 @@ LOCALIZED: Check[None, NcclProfile] = Check(
     "pipeline",
     chart=CHART,
 )
+MATRIX: Check[None, NcclProfile] = Check(
+    "nccl.matrix",
+    "every collective of the profile's matrix reaches its floor at every scale the node is in, "
+    "and its busbw keeps to the curve (a break is a fabric tier's: a repair-list item that "
+    "rejects no node).",
+    None,
+    "collective",
+    "test_nccl_matrix",
+    "pipeline",
+    chart=CHART,
+    infrastructure=True,
+)
 CLEANUP: Check[None, NcclProfile] = Check(
     "nccl.cleanup",
     "no all_reduce_perf rank or launcher is left on the node after the stage.",
@@ -57,7 +72,9 @@ CLEANUP: Check[None, NcclProfile] = Check(
     "pipeline",  # a count of strays, not a measurement: not charted
 )
 
-CHECKS: CheckTable[None, NcclProfile] = CheckTable("nccl", [SINGLE, WHOLE, LOCALIZED, CLEANUP])
+CHECKS: CheckTable[None, NcclProfile] = CheckTable(
+    "nccl", [SINGLE, WHOLE, LOCALIZED, MATRIX, CLEANUP]
+)
 
 Refs = Callable[[NcclOutcome, str], tuple[str, ...]]
 
@@ -75,6 +92,7 @@ class Judge:
     ) -> None:
         self.loc, self.prof, self.readings, self.refs = loc, prof, readings, refs
         self.cabling: Cabling = cabling or {}
+        self._memo: dict[str, Any] = {}
 
     def crossing(self, group: Sequence[str]) -> str:
         """`; it crosses leaf-r01-rail0, ...` for a failing group, when the fabric is known."""
@@ -87,7 +105,61 @@ class Judge:
         return f"; it crosses {len(leaves)} leaves: {shown} (and their uplinks to the spines)"
 
     def verdicts(self, node: str) -> list[Verdict]:
-        return [self.single(node), self.whole(node), self.localized(node)]
+        return [self.single(node), self.whole(node), self.localized(node), *self.matrix(node)]
+
+    def matrix_results(self) -> list[GroupResult]:
+        """What every matrix job measured (a tool error or wrong data: None)."""
+        if "matrix" not in self._memo:
+            self._memo["matrix"] = [
+                GroupResult(o.test.collective, o.test.scale, o.test.nodes,
+                            None if o.error is not None else self._reading(o).busbw)
+                for o in self.loc.of_phase("matrix")
+            ]  # fmt: skip
+        got: list[GroupResult] = self._memo["matrix"]
+        return got
+
+    def matrix(self, node: str) -> list[Verdict]:
+        """One verdict per (collective, scale) the node was in: PASS, a mark (a tier's break:
+        PASS for the node, on the repair list), or ERROR (nothing measured)."""
+        m = self.prof.matrix
+        if m is None:  # not applicable: a PASS that says so (as `roce: null`)
+            return [Verdict(MATRIX.id, node, Status.PASS, "collective",
+                            message="the profile runs no collective matrix")]  # fmt: skip
+        mine = [o for o in self.loc.of_phase("matrix") if node in o.test.nodes]
+        if not mine:
+            if self.loc.status(node) in ("pass", "cleared"):
+                return [Verdict(MATRIX.id, node, Status.PASS, "collective",
+                                message="in no group at the matrix's scales (alone on its "
+                                "leaf, or no whole set left)")]  # fmt: skip
+            return [Verdict(MATRIX.id, node, Status.SKIP, "collective",
+                            message="not in the matrix (not in the whole set, or named, "
+                            "suspected or lost by localization)")]  # fmt: skip
+        found = {f.group.nodes + (f.group.collective, f.group.scale): f
+                 for f in findings(m, self.matrix_results())}  # fmt: skip
+        out = []
+        for o in mine:
+            t = o.test
+            floor = m.floors[(t.collective, t.scale)]
+            comp = f"{t.collective}@{t.scale}"
+            r = self._reading(o)
+            eff = "" if r.busbw is None else f", {r.busbw / m.line_rate * 100:.0f} % of line rate"
+            msg = f"{self.describe(o)}{eff} [floor {floor.expected()} {UNIT}]"
+            f = found.get(t.nodes + (t.collective, t.scale))
+            ev = self.refs(o, node)
+            if o.error is not None or r.busbw is None or o.lost_why(node) is not None:
+                out.append(Verdict(MATRIX.id, node, self.status([o]) if o.lost_why(node) is None
+                                   else Status.ERROR, comp, None, floor.expected(), UNIT, msg,
+                                   _hint(MATRIX, Status.ERROR), ev, reference=floor))  # fmt: skip
+            elif f is not None:
+                out.append(marked(MATRIX, node, comp, r.busbw, floor.expected(),
+                                  f"infrastructure: {describe(f, self.loc.leaf, m.line_rate)}",
+                                  remediation=f"check {TIER[t.scale]} (nodes in this group "
+                                  "passed alone and in smaller jobs)", unit=UNIT,
+                                  evidence=ev))  # fmt: skip
+            else:
+                out.append(Verdict(MATRIX.id, node, Status.PASS, comp, r.busbw, floor.expected(),
+                                   UNIT, msg, None, ev, reference=floor))  # fmt: skip
+        return out
 
     def status(self, outcomes: Sequence[NcclOutcome]) -> Status:
         """Wrong data is a FAIL (the job ran and measured it); otherwise a tool error with
@@ -193,7 +265,8 @@ class Judge:
     def _unexplained(self, node: str) -> list[NcclOutcome]:
         """The failed jobs holding `node` that no named, suspected or lost node explains."""
         groups = self.loc.unexplained()
-        return [r for r in self.loc.results if not r.passed and r.test.nodes in groups
+        return [r for r in self.loc.results if not r.passed and r.test.phase != "matrix"
+                and r.test.nodes in groups
                 and node in r.test.nodes]  # fmt: skip
 
     def _history(self, outcomes: Sequence[NcclOutcome]) -> str:
@@ -239,7 +312,11 @@ class Judge:
 
     def localized(self, node: str) -> Verdict:
         st = self.loc.status(node)
-        mine = [r for r in self.loc.results if node in r.test.nodes and r.round.number > 2]
+        mine = [
+            r
+            for r in self.loc.results
+            if node in r.test.nodes and r.round.number > 2 and r.test.phase != "matrix"
+        ]
         ev = tuple(ref for r in mine for ref in self.refs(r, node))
         history = "; ".join(self.describe(r) for r in mine)
         if st == "pass":
@@ -274,7 +351,11 @@ class Judge:
             return Verdict(LOCALIZED.id, node, status, "node", message=msg,
                            remediation="check the fabric between these nodes (switches, "
                            "routing, adaptive routing, SHARP)", evidence=ev)  # fmt: skip
-        seen = [r for r in self.loc.results if node in r.test.nodes and not r.passed]
+        seen = [
+            r
+            for r in self.loc.results
+            if node in r.test.nodes and not r.passed and r.test.phase != "matrix"
+        ]
         msg = f"failed and not confirmed within {self.prof.max_rounds} rounds: {history or '-'}"
         return Verdict(LOCALIZED.id, node, self.status(seen) if seen else Status.ERROR, "node",
                        message=msg, remediation="retest with more healthy nodes",

@@ -33,7 +33,8 @@ from typing import Any, Literal
 from nodegate.core.values import Part, Shell
 from nodegate.framework.active.campaign import Execution, Side, Spawner, spawn_failure
 from nodegate.framework.active.ledger import SpawnScope
-from nodegate.stages.nccl.profile import NcclProfile
+from nodegate.stages.nccl.plan import NcclJob
+from nodegate.stages.nccl.profile import COLLECTIVES, NcclProfile
 from nodegate.transport.process import (
     SPAWN_ENV,
     ProcessResult,
@@ -48,9 +49,17 @@ SLACK_S = 15.0  # launcher start-up beyond the job's own deadline
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a name placed in the script as written
 
 
-def perf_argv(prof: NcclProfile) -> list[str]:
-    """all_reduce_perf's arguments: the sweep, one GPU per rank, data checked."""
+def perf_argv(prof: NcclProfile, job: NcclJob | None = None) -> list[str]:
+    """all_reduce_perf's arguments: the sweep, one GPU per rank, data checked; a matrix job:
+    its collective's binary at its scale's one size and iterations."""
     s = prof.sweep
+    if job is not None and job.phase == "matrix" and prof.matrix is not None:
+        sc = next(x for x in prof.matrix.scales if x.name == job.scale)
+        size = str(sc.message_bytes)
+        return [
+            COLLECTIVES[job.collective], "-b", size, "-e", size, "-f", "2", "-g", "1", "-c", "1",
+            "-n", str(sc.iterations), "-w", str(min(prof.warmup_iterations, sc.iterations)),
+        ]  # fmt: skip
     return [
         "all_reduce_perf", "-b", str(s.min_bytes), "-e", str(s.max_bytes),
         "-f", str(s.step_factor), "-g", "1", "-c", "1",
@@ -58,10 +67,15 @@ def perf_argv(prof: NcclProfile) -> list[str]:
     ]  # fmt: skip
 
 
-def job_env(prof: NcclProfile, extra: Mapping[str, str], comm_id: str) -> dict[str, str]:
-    """NCCL_*/UCX_* for every rank: the profile's, the RoCE settings, the bootstrap root."""
+def job_env(
+    prof: NcclProfile, extra: Mapping[str, str], comm_id: str, job: NcclJob | None = None
+) -> dict[str, str]:
+    """NCCL_*/UCX_* for every rank: the profile's, the RoCE settings, the bootstrap root;
+    NCCL_ALGO=Ring for the matrix's two-node scale (NCCL's default there can beat the net)."""
     env = dict(prof.env)
     env.update(extra)
+    if job is not None and job.scale == "two_node_ring":
+        env["NCCL_ALGO"] = "Ring"
     env["NCCL_COMM_ID"] = comm_id
     return dict(sorted(env.items()))
 
@@ -87,6 +101,7 @@ def mpirun_script(
     hosts: Sequence[str],
     env: Mapping[str, str],
     mode: MpirunMode = "ssh",
+    job: NcclJob | None = None,
 ) -> tuple[Part, ...]:
     """The launcher's shell script on the job's first node: the hostfile (one line per node:
     its data-plane address, or its Slurm name in `allocation` mode), the environment, then
@@ -103,7 +118,7 @@ def mpirun_script(
         argv += ["--mca", key, value]
     for name in [*env, SPAWN_ENV]:
         argv += ["-x", name]
-    argv += [*prof.mpirun_args, *perf_argv(prof)]
+    argv += [*prof.mpirun_args, *perf_argv(prof, job)]
     script: list[Part] = [
         Shell(
             'hf=$(mktemp "${TMPDIR:-/tmp}/nodegate-nccl-hosts.XXXXXX") || exit 70\n'
@@ -139,7 +154,12 @@ async def run_mpirun(
 
 
 def srun_argv(
-    prof: NcclProfile, nodes: Sequence[str], timeout_s: float, name: str, job: str | None = None
+    prof: NcclProfile,
+    nodes: Sequence[str],
+    timeout_s: float,
+    name: str,
+    job: str | None = None,
+    test: NcclJob | None = None,
 ) -> list[str]:
     """srun's arguments; `job`: the allocation the ranks run in (a step of it), else their own.
 
@@ -150,7 +170,7 @@ def srun_argv(
     return [
         "srun", *inside, "-N", str(len(nodes)), f"--ntasks-per-node={prof.ranks_per_node}",
         f"--mpi={prof.srun_mpi}", "-w", ",".join(nodes), "-J", name,
-        "--kill-on-bad-exit=1", f"--time={minutes}", *prof.srun_args, *perf_argv(prof),
+        "--kill-on-bad-exit=1", f"--time={minutes}", *prof.srun_args, *perf_argv(prof, test),
     ]  # fmt: skip
 
 
@@ -162,12 +182,13 @@ async def run_srun(
     spawn: Spawner,
     names: Sequence[str] | None = None,
     job: str | None = None,
+    test: NcclJob | None = None,
 ) -> Execution:
     """srun on the controller, its ranks on `nodes` (`names`: as Slurm knows them), in the
-    allocation `job` when given."""
+    allocation `job` when given; `test`: a matrix job's collective and scale."""
     tag = f"@@{secrets.token_hex(8)}-srun"
     name = f"nodegate-nccl-{tag[2:18]}"
-    argv = srun_argv(prof, names or nodes, timeout_s, name, job)
+    argv = srun_argv(prof, names or nodes, timeout_s, name, job, test)
     cmd = command_line(argv)  # what the evidence shows; srun itself runs as an argv
     if isinstance(spawn, SpawnScope):
         spawn.ledger.watch(nodes, [tag])  # the ranks carry the tag: the stray check looks

@@ -20,6 +20,12 @@ a lost group, pair or half are paired with a good node in the next round, as sus
 
 With 1 to 3 bad nodes among N <= 1,024: groups, pairs, confirming pairs: 3 rounds after the
 whole set (the fourth takes suspects that found no partner in time).
+
+The collective matrix (profile `nccl.matrix`) runs after that, on the nodes still in (not
+lost, named or suspected): one round per (collective, scale), each round the scale's disjoint
+groups at once (`matrix_groups`): `two_node_ring` pairs inside a leaf (NCCL_ALGO=Ring),
+`leaf` one group per leaf, `leaves` groups of k neighbouring leaves, `whole` every node.
+`estimate_s` is the plan's time budget for those rounds, at the floors.
 """
 
 from __future__ import annotations
@@ -31,8 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nodegate.framework.active.rounds import Outcome, Round, RoundId
+from nodegate.stages.nccl.profile import Matrix, Scale
 
-Phase = Literal["single", "whole", "group", "pair", "half"]
+Phase = Literal["single", "whole", "group", "pair", "half", "matrix"]
+MATRIX_LAUNCH_S = 10.0  # the time budget's start-up of one job (launcher, NCCL init)
 SINGLE_ROUND, WHOLE_ROUND = 1, 2  # localization rounds are numbered from 3
 MAX_WHOLE_RETRIES = 2  # a whole-set job that lost a node runs again without it (2b, 2c)
 
@@ -45,10 +53,15 @@ class NcclJob:
     phase: str
     nodes: tuple[str, ...]
     subject: str | None = None
+    collective: str = "all_reduce"
+    scale: str = ""  # a matrix job's scale
 
     @property
     def key(self) -> str:
-        """`single-gpu001`, `whole-16`, `group-gpu001-4`, `pair-gpu007-gpu002`."""
+        """`single-gpu001`, `whole-16`, `group-gpu001-4`, `pair-gpu007-gpu002`,
+        `matrix-alltoall-leaf-gpu001-8`."""
+        if self.phase == "matrix":
+            return f"matrix-{self.collective}-{self.scale}-{self.nodes[0]}-{len(self.nodes)}"
         if self.phase == "single":
             return f"single-{self.nodes[0]}"
         if self.phase == "pair":
@@ -78,6 +91,58 @@ def spread(nodes: Sequence[str], leaf: Mapping[str, str], seed: int, parts: int)
     rng = random.Random(seed)
     order = [n for _, _, n in sorted((leaf.get(n, ""), rng.random(), n) for n in nodes)]
     return [sorted(order[i::parts]) for i in range(parts)]
+
+
+def by_leaf(nodes: Sequence[str], leaf: Mapping[str, str]) -> list[list[str]]:
+    """The nodes per leaf, leaves in name order (an unlabelled node: leaf "")."""
+    out: dict[str, list[str]] = {}
+    for n in sorted(nodes):
+        out.setdefault(leaf.get(n, ""), []).append(n)
+    return [out[k] for k in sorted(out)]
+
+
+def matrix_groups(
+    scale: Scale, nodes: Sequence[str], leaf: Mapping[str, str]
+) -> list[tuple[str, ...]]:
+    """The disjoint groups of one scale over `nodes` (see the module docstring); a leaf with
+    one node has no pair, a last leaf short of k joins the group before it."""
+    leaves = by_leaf(nodes, leaf)
+    if scale.name == "two_node_ring":
+        return [tuple(ns[i : i + 2]) for ns in leaves for i in range(0, len(ns) - 1, 2)]
+    if scale.name == "leaf":
+        return [tuple(ns) for ns in leaves if len(ns) >= 2]
+    if scale.name == "leaves":
+        k = scale.leaves
+        chunks = [leaves[i : i + k] for i in range(0, len(leaves), k)]
+        if len(chunks) > 1 and len(chunks[-1]) < k:
+            chunks[-2].extend(chunks.pop())
+        return [tuple(n for ns in c for n in ns) for c in chunks if len(c) >= 2]
+    return [tuple(sorted(nodes))] if len(nodes) >= 2 else []
+
+
+def matrix_plan(
+    matrix: Matrix, nodes: Sequence[str], leaf: Mapping[str, str]
+) -> list[list[NcclJob]]:
+    """One round of jobs per (collective, scale), collectives outer, scales in curve order;
+    a scale with no group over these nodes has no round."""
+    rounds = []
+    for c in matrix.collectives:
+        for sc in matrix.scales:
+            groups = matrix_groups(sc, nodes, leaf)
+            if groups:
+                rounds.append([NcclJob("matrix", g, collective=c, scale=sc.name) for g in groups])
+    return rounds
+
+
+def estimate_s(matrix: Matrix, nodes: Sequence[str], leaf: Mapping[str, str]) -> float:
+    """The matrix's modelled wall time: rounds one after the other, each as long as one job
+    (its groups run at once): start-up, then the iterations' bytes at the scale's floor."""
+    total = 0.0
+    for jobs in matrix_plan(matrix, nodes, leaf):
+        sc = next(s for s in matrix.scales if s.name == jobs[0].scale)
+        floor = matrix.floors[(jobs[0].collective, sc.name)].value or 1.0
+        total += MATRIX_LAUNCH_S + sc.iterations * sc.message_bytes / (float(floor) * 1e9)
+    return round(total, 1)
 
 
 @dataclass
@@ -243,8 +308,11 @@ class NcclLocalizer:
         max_rounds: int = 4,
         group_nodes: int = 0,
         seed: int = 0,
+        matrix: Matrix | None = None,
     ) -> None:
         self.loc = Localization(tuple(nodes), leaf)
+        self.matrix = matrix
+        self._matrix_rounds: list[list[NcclJob]] | None = None  # planned once localization ends
         self.max_rounds = max_rounds
         self.group_nodes = group_nodes
         self.seed = seed
@@ -260,9 +328,29 @@ class NcclLocalizer:
 
     def rounds_used(self) -> int:
         """Localization rounds run after the whole-set job."""
-        return len({r.round.number for r in self.loc.results if r.round.number > WHOLE_ROUND})
+        return rounds_used(self.loc.results)
+
+    def still_in(self) -> list[str]:
+        """The whole set's nodes not lost, named or suspected: the matrix's nodes."""
+        loc = self.loc
+        whole = loc.whole()
+        if whole is None:
+            return []
+        out = set(loc.down) | loc.blamed() | set(loc.suspects())
+        return [n for n in whole.test.nodes if n not in out]
 
     def next_round(self) -> Round[NcclJob] | None:
+        rnd = None if self._matrix_rounds is not None else self._localize()
+        if rnd is not None or self.matrix is None or self.loc.whole() is None:
+            return rnd
+        if self._matrix_rounds is None:
+            self._matrix_rounds = matrix_plan(self.matrix, self.still_in(), self.loc.leaf)
+        if not self._matrix_rounds:
+            return None
+        number = max(r.round.number for r in self.loc.results) + 1
+        return Round(RoundId(number), tuple(self._matrix_rounds.pop(0)))
+
+    def _localize(self) -> Round[NcclJob] | None:
         loc = self.loc
         done = {r.round.number for r in loc.results}
         if WHOLE_ROUND not in done:
@@ -333,5 +421,11 @@ class NcclLocalizer:
 
 
 def rounds_used(results: Iterable[NcclOutcome]) -> int:
-    """Localization rounds after the whole-set job."""
-    return len({r.round.number for r in results if r.round.number > WHOLE_ROUND})
+    """Localization rounds after the whole-set job (the matrix's not counted)."""
+    return len(
+        {
+            r.round.number
+            for r in results
+            if r.round.number > WHOLE_ROUND and r.test.phase != "matrix"
+        }
+    )

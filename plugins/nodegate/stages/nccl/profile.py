@@ -18,6 +18,17 @@ nccl:
   mpirun: {args: [], mca: {}}          # extra arguments, --mca parameters
   srun: {mpi: pmix, args: []}
   localization: {max_rounds: 4, group_nodes: 0, seed: 0}   # group_nodes 0: chosen from N
+  matrix:                              # optional: collectives x scales after the whole set
+    collectives: [all_reduce, alltoall]
+    scales:                            # in curve order; each one round of disjoint groups
+      two_node_ring: {message_bytes: 1073741824, iterations: 5}   # pairs, NCCL_ALGO=Ring
+      leaf: {message_bytes: 1073741824, iterations: 5}            # groups inside one leaf
+      leaves: {message_bytes: 1073741824, iterations: 5, leaves: 2}   # groups over 2 leaves
+      whole: {message_bytes: 1073741824, iterations: 5}
+    line_rate: {value: 400, unit: GB/s}   # per node: efficiency = busbw / line_rate
+    max_drop_pct: 20                   # busbw may fall this much from one scale to the next
+    floors: {all_reduce: {two_node_ring: {min: 340, unit: GB/s}, ...}, ...}
+    seconds_per_gb: 0.05               # the time budget's model: one GB moved per rank
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from nodegate.core.errors import ConfigError
 from nodegate.core.thresholds import Threshold
 from nodegate.profiles import Profile
 from nodegate.stages.roce.profile import roce_transport
@@ -58,6 +70,77 @@ class Sweep:
     step_factor: int
 
 
+COLLECTIVES = {  # collective -> the nccl-tests binary that runs it
+    "all_reduce": "all_reduce_perf",
+    "all_gather": "all_gather_perf",
+    "reduce_scatter": "reduce_scatter_perf",
+    "alltoall": "alltoall_perf",
+}
+SCALES = ("two_node_ring", "leaf", "leaves", "whole")  # the curve's order, fewest nodes first
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """One point of the curve: its name, the size judged, iterations, leaves per group."""
+
+    name: str
+    message_bytes: int
+    iterations: int
+    leaves: int = 2  # `leaves` only: how many leaves one group spans
+
+
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    """The collective matrix (`nccl.matrix`): every collective at every scale, a floor each."""
+
+    collectives: tuple[str, ...]
+    scales: tuple[Scale, ...]
+    line_rate: float  # GB/s per node
+    max_drop_pct: float
+    floors: Mapping[tuple[str, str], Threshold]  # (collective, scale) -> busbw floor
+    seconds_per_gb: float
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> Matrix:
+        where = f"{SECTION}.matrix"
+        colls = tuple(str(c) for c in doc["collectives"])
+        for c in colls:
+            if c not in COLLECTIVES:
+                raise ConfigError(
+                    f"{where}.collectives: unknown collective {c!r} "
+                    f"(one of {', '.join(COLLECTIVES)})"
+                )
+        scales = []
+        for name, s in (doc["scales"] or {}).items():
+            if name not in SCALES:
+                raise ConfigError(
+                    f"{where}.scales.{name}: unknown scale (one of {', '.join(SCALES)})"
+                )
+            scales.append(
+                Scale(
+                    str(name),
+                    int(s["message_bytes"]),
+                    int(s["iterations"]),
+                    int(s.get("leaves", 2)),
+                )
+            )
+        scales.sort(key=lambda s: SCALES.index(s.name))
+        floors: dict[tuple[str, str], Threshold] = {}
+        given = doc["floors"] or {}
+        for c in colls:
+            for sc in scales:
+                key = f"{where}.floors.{c}.{sc.name}"
+                got = (given.get(c) or {}).get(sc.name)
+                if got is None:
+                    raise ConfigError(f"{key}: no floor for this collective at this scale")
+                floors[(c, sc.name)] = Threshold.from_profile(got, key)
+        lr = doc["line_rate"]
+        return cls(
+            colls, tuple(scales), float(lr["value"]), float(doc["max_drop_pct"]), floors,
+            float(doc.get("seconds_per_gb", 0.05)),
+        )  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class NcclProfile:
     """The `nccl` section of one profile."""
@@ -81,6 +164,7 @@ class NcclProfile:
     max_rounds: int
     group_nodes: int
     seed: int
+    matrix: Matrix | None = None
 
     @classmethod
     def of(cls, sec: Mapping[str, Any]) -> NcclProfile:
@@ -117,6 +201,7 @@ class NcclProfile:
             max_rounds=int(loc.get("max_rounds", 4)),
             group_nodes=int(loc.get("group_nodes", 0)),
             seed=int(loc.get("seed", 0)),
+            matrix=Matrix.of(sec["matrix"]) if sec.get("matrix") else None,
         )
 
     def floors(self, nodes: int) -> Floors:
@@ -138,7 +223,17 @@ class NcclProfile:
 
 def nccl_profile(profile: Profile) -> NcclProfile:
     """The typed `nccl` section of a profile, built once per profile."""
-    return profile.typed(SECTION, NcclProfile.of)
+    prof = profile.typed(SECTION, NcclProfile.of)
+    if prof.matrix is not None:
+        sources = profile.data.get("sources") or {}
+        for c, sc in prof.matrix.floors:
+            key = f"{SECTION}.matrix.floors.{c}.{sc}"
+            if key not in sources and f"{SECTION}.matrix.floors.{c}" not in sources:
+                raise ConfigError(
+                    f"profile {profile.name} ({profile.source}): {key} has no source "
+                    f"(sources: {key} or {SECTION}.matrix.floors.{c})"
+                )
+    return prof
 
 
 def roce_settings(profile: Profile) -> dict[str, str]:
