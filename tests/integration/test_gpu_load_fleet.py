@@ -27,9 +27,9 @@ EXPECT: dict[str, tuple[object, set[tuple[str, str]], str]] = {
     "gpu004": (
         "thermal_throttle_under_load",
         {("gpu_load.telemetry.throttle", GPU3), ("gpu_load.telemetry.temperature", GPU3)},
-        "reseat_cable",
+        "repair_cooling_power",
     ),
-    "gpu005": ("power_brake", {("gpu_load.telemetry.throttle", GPU3)}, "reseat_cable"),
+    "gpu005": ("power_brake", {("gpu_load.telemetry.throttle", GPU3)}, "repair_cooling_power"),
     "gpu006": ("hbm_slow", {("gpu_load.hbm.bandwidth", GPU3)}, "rma"),
     "gpu007": (
         {"xid_under_load": "13@1"},

@@ -92,6 +92,17 @@ def test_every_shipped_check_has_a_class_from_the_vocabulary() -> None:
     assert set(table.checks.values()) <= set(CLASSES)
 
 
+def test_throttling_and_heat_are_cooling_or_power_repairs_not_cables() -> None:
+    # a GPU that slows down for heat or a power brake needs its cooling or power delivery
+    # fixed on site (issue #28): neither a cable reseat nor an RMA of the GPU
+    table = table_of(lib().get("generic-hgx-h100").data)
+    hot = ("gpu.clocks", "gpu_load.telemetry.throttle", "gpu_load.telemetry.temperature")
+    assert {c: table.checks[c] for c in hot} == dict.fromkeys(hot, "repair_cooling_power")
+    assert CLASSES.index("reseat_cable") < CLASSES.index("repair_cooling_power") < CLASSES.index(
+        "rma"
+    )
+
+
 def test_classify_fail_by_check_unjudged_retest_pass_none_and_the_checks_own_wins() -> None:
     t = RemediationTable.of({"default": "retest", "checks": {"pcie.gpu.width": "reseat_cable"}})
     fail = Verdict("pcie.gpu.width", "n1", Status.FAIL, "GPU3")

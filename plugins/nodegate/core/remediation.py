@@ -15,6 +15,7 @@ CLASSES: tuple[str, ...] = (
     "reset_gpu",
     "reboot",
     "reseat_cable",
+    "repair_cooling_power",  # on site: fans, airflow, heatsink, PSU, power-brake wiring
     "rma",
 )
 DEFAULT_CLASS = "retest"
