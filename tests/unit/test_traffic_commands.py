@@ -58,7 +58,8 @@ def test_infiniband_vm_profiles_judge_bandwidth_fairness_and_the_victim() -> Non
         t = traffic_profile(prof)
         rate = prof.section("hca")["roles"]["compute"]["port"]["rate_gbps"]["equal"]
         assert t.line_rate_gbps == rate, name
-        assert {"traffic.incast", "traffic.victim", "traffic.bisection"} <= set(prof.data["sources"])
+        cited = {"traffic.incast", "traffic.victim", "traffic.bisection"}
+        assert cited <= set(prof.data["sources"]), name
         judged = (t.aggregate, t.fairness, t.victim, t.bisection, t.per_flow)
         got[name] = (t.line_rate_gbps, t.senders, t.counters, t.port_base,
                      tuple(j.describe() for j in judged))  # fmt: skip
