@@ -141,7 +141,7 @@ def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
         run_dir = reports / "bench"
-        if p.returncode not in (1, 6) or not (run_dir / "verdicts.json").exists():
+        if p.returncode not in (0, 1, 6) or not (run_dir / "verdicts.json").exists():
             sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
             raise SystemExit(f"{n} nodes: pytest exited {p.returncode}")
         doc = json.loads((run_dir / "verdicts.json").read_text())
@@ -165,6 +165,7 @@ def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
             "run_dir_kb_node": round(du(run_dir) / n / 1024, 1),
             "verdicts_mb": round((run_dir / "verdicts.json").stat().st_size / 1e6, 1),
             "bundle_s": round(build_s, 1),
+            "rc": p.returncode,
             "pytest": items.strip("= "),
         }
     finally:
