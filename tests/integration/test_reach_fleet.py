@@ -126,11 +126,12 @@ def test_all_healthy_exit_0_and_xdist_same_verdicts(sim_fleet):
     assert serial.admission["nodes"].keys() == parallel.admission["nodes"].keys()
     # xdist does not multiply connections: one per node, opened by the controller
     assert parallel.verdicts["connections"] == 6
-    healthy = fleet.run("--nodes", "gpu[001-003]")
-    assert healthy.rc == 0, healthy.stdout
-    assert healthy.admission["summary"] == {
-        "nodes": 3, "admitted": 3, "rejected": 0, "not_qualified": 0
+    # A whole healthy run exits 0 with every node admitted: test_interrupts' rerun pins it
+    # (one full run fewer here: CI time).
+    assert serial.admission["summary"] == {
+        "nodes": 6, "admitted": 5, "rejected": 1, "not_qualified": 0
     }  # fmt: skip
+    assert list(serial.rejected()) == ["gpu004"]
 
 
 def test_selection_k_and_nodes(sim_fleet):

@@ -104,3 +104,29 @@ def test_a_waived_failure_goes_on_into_active_stages_and_an_unwaived_one_does_no
         "n1": [(Status.PASS, "")],  # waived: measured like a passing node
         "n2": [(Status.SKIP, "not run: failing.z fail in an earlier stage")],
     }
+
+
+def test_after_failure_skip_takes_a_failed_node_out_of_later_passive_stages(
+    tmp_path: Path,
+) -> None:
+    """`session.after_failure: skip` (the quick level): a node that failed is not read again by a
+    passive stage; the default profile still examines it; a passing node runs either way."""
+
+    class FailsN1(Failing):
+        async def run(self, ctx: StageContext) -> list[Verdict]:
+            return [Verdict("failing.z", n.name, Status.FAIL if n.name == "n1" else Status.PASS)
+                    for n in ctx.nodes]  # fmt: skip
+
+    nodes = [node("n1"), node("n2"), node("n3")]
+    examine = Profile("p", "p.yaml", {})
+    skip = Profile("q", "q.yaml", {"session": {"after_failure": "skip"}})
+    for prof, n1 in (
+        (skip, [(Status.SKIP, "not run: failing.z fail in an earlier stage")]),
+        (examine, [(Status.PASS, "")]),
+    ):
+        profiles = {n.name: prof for n in nodes}
+        eng = Engine(nodes, profiles, NoTransport(), tmp_path, [FailsN1(), Fine()])
+        res = asyncio.run(eng.run([(c, n.name) for c in ("failing.z", "fine.y") for n in nodes]))
+        got = {n.name: [(v.status, v.message) for v in res.for_item("fine.y", n.name)]
+               for n in nodes}  # fmt: skip
+        assert got == {"n1": n1, "n2": [(Status.PASS, "")], "n3": [(Status.PASS, "")]}, prof.name

@@ -112,6 +112,13 @@ class Engine:
             self._tables[prof.name] = table_of(prof.data)
         return self._tables[prof.name].classify(v)
 
+    def _skips_after_failure(self, node: str) -> bool:
+        """Whether the node's profile takes a failed node out of later passive stages too
+        (`session.after_failure: skip`, e.g. at --level quick); default: they still read it."""
+        prof = self.profiles.get(node)
+        section = prof.data.get("session") if prof is not None else None
+        return isinstance(section, Mapping) and section.get("after_failure") == "skip"
+
     def blocks(self, v: Verdict) -> bool:
         """Whether `v` keeps its node out of later active stages: not a pass, and no active
         waiver covers it (a waived node goes on like a passing one, so that it can be admitted)."""
@@ -134,7 +141,12 @@ class Engine:
             for n in self.nodes:
                 if n.name not in stage_nodes:
                     continue
-                why = blocked.get(n.name) if stage.active else _unreachable(result, n.name)
+                if stage.active:
+                    why = blocked.get(n.name)
+                elif self._skips_after_failure(n.name):
+                    why = _unreachable(result, n.name) or blocked.get(n.name)
+                else:
+                    why = _unreachable(result, n.name)
                 if why:
                     for c in stage.checks:
                         skip = Verdict(c.id, n.name, Status.SKIP, message=f"not run: {why}")

@@ -1,0 +1,201 @@
+"""Benchmark: the controller alone at 1,024 to 10,000 nodes, replayed (run on demand).
+
+    .venv/bin/python bench/bench_replay_scale.py                          # 1024,5000,10000
+    .venv/bin/python bench/bench_replay_scale.py --sizes 1024 --profile /tmp/r1024.prof
+    .venv/bin/python bench/bench_replay_scale.py --sizes 10000 -- -n 2    # pytest-xdist
+
+No sshd and no simulated node while it measures: a real run of the demo's simulated fleet
+(32 nodes with its injected faults, the passive stages `reach or pcie_gpu or hca or roce`
+over real SSH) is captured once as a bundle; that bundle is replicated to N nodes
+(`node00001`..: every evidence file of seed node `i % 32`, its name replaced, its GPU serials
+and HCA GUIDs shifted per replica so no two nodes report the same hardware, the verdicts
+therefore as varied as the demo's); then `pytest suites --transport replay` runs the same
+stages over it in a child process. The table: wall, the controller's CPU (user+sys of the
+pytest process, its children included) in total and per node, its peak RSS, pytest items,
+the run directory per node and verdicts.json's size. With --profile the child runs under
+cProfile and the top entries by own time are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scale import PASSIVE, REPO, du, print_profile  # noqa: E402
+
+SEED_NODES = 32
+_SERIAL = re.compile(r"\b(1650\d{9})\b")  # the demo model's GPU serials (13 digits)
+_GUID = re.compile(r"\b([0-9a-f]{4}):([0-9a-f]{4}):([0-9a-f]{4}):([0-9a-f]{4})\b")
+
+
+def pytest_cmd(a: argparse.Namespace, inventory: Path, reports: Path, *extra: str) -> list[str]:
+    cmd = [sys.executable]
+    if a.profile:
+        cmd += ["-m", "cProfile", "-o", a.profile]
+    return [
+        *cmd, "-m", "pytest", str(REPO / "suites"), f"--inventory={inventory}",
+        f"--reports-dir={reports}", "--run-id=bench", "-p", "no:cacheprovider", "-q",
+        f"--rootdir={REPO}", "-m", PASSIVE, *extra,
+    ]  # fmt: skip
+
+
+def capture_seed(a: argparse.Namespace, tmp: Path) -> Path:
+    """The demo fleet's passive stages over real SSH; returns the run directory (a bundle)."""
+    from nodegate.sim.fleet import build_fleet
+
+    fleet = build_fleet(REPO / "inventories" / "sim" / "demo.yaml", tmp / "fleet", subnet=a.subnet)
+    try:
+        fleet.start(timeout_s=300)
+        reports = tmp / "seed-reports"
+        cmd = [sys.executable, "-m", "pytest", str(REPO / "suites"),
+               f"--inventory={fleet.root / 'inventory.yaml'}", f"--reports-dir={reports}",
+               "--run-id=seed", "-p", "no:cacheprovider", "-q", f"--rootdir={REPO}",
+               "-m", PASSIVE]  # fmt: skip
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=1800)
+        if p.returncode not in (1, 6):  # the demo's faults reject nodes; -m qualifies nobody
+            sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
+            raise SystemExit(f"seed run: pytest exited {p.returncode}")
+        return reports / "seed"
+    finally:
+        fleet.stop()
+
+
+def _shift(text: str, old: str, new: str, k: int) -> str:
+    text = text.replace(old, new)
+    if k == 0:
+        return text
+    text = _SERIAL.sub(lambda m: str(int(m.group(1)) + k * 1000), text)
+    return _GUID.sub(
+        lambda m: (
+            ":".join(m.groups()[:2]) + f":{(int(m.group(3), 16) + k) % 0x10000:04x}:" + m.group(4)
+        ),
+        text,
+    )
+
+
+def replicate(seed: Path, n: int, dest: Path) -> tuple[Path, Path]:
+    """A bundle of `n` nodes from the seed run's evidence and an inventory naming them."""
+    seeds = sorted(p.name for p in (seed / "raw").iterdir() if p.is_dir())
+    if len(seeds) != SEED_NODES:
+        raise SystemExit(f"seed bundle {seed}: {len(seeds)} nodes, expected {SEED_NODES}")
+    files = {s: sorted((seed / "raw" / s).iterdir()) for s in seeds}
+    texts = {
+        f: (gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes()).decode()
+        for fs in files.values()
+        for f in fs
+    }
+    bundle = dest / "bundle"
+    names = [f"node{i + 1:05d}" for i in range(n)]
+    for i, name in enumerate(names):
+        src = seeds[i % SEED_NODES]
+        out = bundle / "raw" / name
+        out.mkdir(parents=True)
+        for f in files[src]:
+            body = _shift(texts[f], src, name, i // SEED_NODES).encode()
+            (out / f.name).write_bytes(gzip.compress(body, 1) if f.suffix == ".gz" else body)
+    seed_inv = (
+        yaml.safe_load((seed / "inventory.yaml").read_text())
+        if (seed / "inventory.yaml").exists()
+        else {}
+    )
+    profile = (seed_inv.get("defaults") or {}).get("profile", "generic-hgx-h100")
+    inv = {
+        "version": 1,
+        "defaults": {"profile": profile},
+        "nodes": {
+            name: {"data_plane": {"address": f"127.{90 + i // 65536}.{i // 256 % 256}.{i % 256}"}}
+            for i, name in enumerate(names)
+        },
+    }
+    inventory = dest / "inventory.yaml"
+    inventory.write_text(yaml.safe_dump(inv, sort_keys=False))
+    return bundle, inventory
+
+
+def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
+    tmp = Path(tempfile.mkdtemp(prefix=f"ngreplay-{n}-"))
+    try:
+        t0 = time.perf_counter()
+        bundle, inventory = replicate(seed, n, tmp)
+        build_s = time.perf_counter() - t0
+        reports = tmp / "reports"
+        cmd = pytest_cmd(a, inventory, reports, "--transport", "replay",
+                         f"--replay={bundle / 'raw'}", *a.extra)  # fmt: skip
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=7200)
+        wall = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        run_dir = reports / "bench"
+        if p.returncode not in (0, 1, 6) or not (run_dir / "verdicts.json").exists():
+            sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
+            raise SystemExit(f"{n} nodes: pytest exited {p.returncode}")
+        doc = json.loads((run_dir / "verdicts.json").read_text())
+        verdicts = doc.get("verdicts", [])
+        items = next(
+            (
+                ln.rsplit(" in ", 1)[0]
+                for ln in reversed(p.stdout.splitlines())
+                if " passed" in ln and " in " in ln
+            ),
+            "?",  # fmt: skip
+        )
+        return {
+            "nodes": n,
+            "wall_s": round(wall, 1),
+            "ctl_cpu_s": round(cpu, 1),
+            "ms_per_node": round(cpu / n * 1000, 1),
+            "peak_rss_mb": round(r1.ru_maxrss / 1024),
+            "verdicts": len(verdicts),
+            "non_pass": sum(1 for v in verdicts if v.get("status") != "pass"),
+            "run_dir_kb_node": round(du(run_dir) / n / 1024, 1),
+            "verdicts_mb": round((run_dir / "verdicts.json").stat().st_size / 1e6, 1),
+            "bundle_s": round(build_s, 1),
+            "rc": p.returncode,
+            "pytest": items.strip("= "),
+        }
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="1024,5000,10000")
+    ap.add_argument("--subnet", default="127.93", help="the seed fleet's loopback subnet")
+    ap.add_argument("--seed", help="an existing seed run directory (skip the capture)")
+    ap.add_argument("--profile", help="write the controller's cProfile here and print its top")
+    ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--keep", action="store_true", help="keep each size's bundle and reports")
+    ap.add_argument("extra", nargs="*", help="more pytest arguments (after --)")
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="ngreplay-seed-"))
+    seed = Path(a.seed) if a.seed else capture_seed(a, work)
+    print(f"seed bundle: {seed}", flush=True)
+    rows = [run_size(int(s), seed, a) for s in a.sizes.split(",")]
+    cols = list(rows[0])
+    print(f"passive stages ({PASSIVE}) replayed through pytest, {os.cpu_count()} cores")
+    print(" | ".join(f"{c:>14}" for c in cols))
+    for r in rows:
+        print(" | ".join(f"{str(r[c]):>14}" for c in cols))
+    if a.profile:
+        print_profile(a.profile, a.top)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
