@@ -112,6 +112,39 @@ def test_two_nodes_a_leaf_and_the_pair_on_a_bad_node_s_leaf_narrowed_not_named()
     cands = loc.pair_candidates()
     assert cands is not None and ("leaf03", "leaf27") in cands and len(cands) <= 8
     assert all("leaf03" in p for p in cands) and loc.slow_pair() is None
+    # no healthy node rejected: the failed jobs over good nodes are the candidates'
+    assert {loc.status(x) for x in names if x != "gpu0005"} == {"cleared"}
+    assert loc.unexplained() == []
+    judge = judge_of(loc)
+    marks = {n: v for n in names for v in judge.verdicts(n) if v.component.startswith("leaves")}
+    held = {lf for p in cands for lf in p}
+    assert sorted(marks) == sorted(x for x in names if leaf[x] in held and x != "gpu0005")
+    v = marks["gpu0006"]
+    assert (v.check, v.component, v.remediation) == (
+        "nccl.matrix", "leaves (pair not named)",
+        "check the uplinks and spines between these leaf pairs; no node is to blame")  # fmt: skip
+    shown = ", ".join(f"{a}+{b}" for a, b in sorted(cands))
+    assert v.message.startswith(
+        "infrastructure: flows between two leaves are slow, the pair not named within 5 "
+        f"rounds: one of {len(cands)} leaf pairs: {shown}; failed jobs over good nodes: "
+    )
+
+
+def judge_of(loc):
+    from nodegate.profiles import ProfileLibrary
+    from nodegate.stages.nccl.checks import Judge
+    from nodegate.stages.nccl.profile import nccl_profile
+    from nodegate.stages.nccl.results import JobReading
+
+    from tests.unit.test_nccl_verdicts import REPO
+
+    prof = nccl_profile(ProfileLibrary([REPO / "inventories" / "profiles"]).get("generic-hgx-h100"))
+    readings = {o.test: JobReading(o.value, o.value, o.error) for o in loc.results}
+
+    def refs(o, node: str) -> tuple[str, ...]:
+        return (f"raw/{node}/nccl.json#r{o.round.label}-{o.test.key}",)
+
+    return Judge(loc, prof, readings, refs)
 
 
 def test_a_slow_leaf_pair_alone_names_no_node():

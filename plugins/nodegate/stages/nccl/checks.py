@@ -16,7 +16,13 @@ from nodegate.core.verdicts import marked
 from nodegate.framework.active.judge import failure_status
 from nodegate.stages.fabric.discovered import Cabling, leaves_crossed
 from nodegate.stages.nccl.matrix import TIER, GroupResult, describe, findings
-from nodegate.stages.nccl.plan import LOCAL, Localization, NcclJob, NcclOutcome
+from nodegate.stages.nccl.plan import (
+    LOCAL,
+    PROBE_EXTRA_ROUNDS,
+    Localization,
+    NcclJob,
+    NcclOutcome,
+)
 from nodegate.stages.nccl.profile import NcclProfile
 from nodegate.stages.nccl.results import JobReading
 
@@ -137,9 +143,9 @@ class Judge:
         """The slow leaf pair's mark on each node of its two leaves (a repair-list item of
         nccl.matrix: PASS for the node, which passed inside its leaf and with good nodes)."""
         pair = self.loc.slow_pair()
-        if pair is None or self.loc.leaf_of(node) not in pair:
-            return []
-        if self.loc.status(node) not in ("cleared", "pass"):
+        if pair is None:
+            return self.pair_not_named(node)
+        if self.loc.leaf_of(node) not in pair or self.loc.status(node) not in ("cleared", "pass"):
             return []
         a, b = pair
         jobs = self.pair_jobs()
@@ -159,6 +165,28 @@ class Judge:
                    remediation=f"check {self.between(a, b)} (link state, errors, routing); "
                    "no node is to blame")  # fmt: skip
         return [v if slowest is None else replace(v, job=_job(slowest[1]))]
+
+    def pair_not_named(self, node: str) -> list[Verdict]:
+        """A fault between leaves the rounds narrowed but did not name: its candidate pairs,
+        a mark on the nodes of their leaves (no node is to blame)."""
+        cands = sorted(self.loc.pair_candidates() or ())
+        if not cands or self.loc.status(node) not in ("cleared", "pass"):
+            return []
+        if not any(self.loc.leaf_of(node) in p for p in cands):
+            return []
+        shown = ", ".join(f"{a}+{b}" for a, b in cands[:8])
+        more = f" (+{len(cands) - 8} more)" if len(cands) > 8 else ""
+        jobs = self.pair_jobs()
+        msg = (
+            f"infrastructure: flows between two leaves are slow, the pair not named within "
+            f"{self.prof.max_rounds + PROBE_EXTRA_ROUNDS} rounds: one of {len(cands)} leaf "
+            f"pairs: {shown}{more}; failed jobs over good nodes: "
+            f"{'; '.join(self.describe(r) for r in jobs[:4])}"
+        )
+        ev = tuple(ref for r in jobs[:4] for ref in self.refs(r, node))
+        return [marked(MATRIX, node, "leaves (pair not named)", None, None, msg, evidence=ev,
+                       remediation="check the uplinks and spines between these leaf pairs; "
+                       "no node is to blame")]  # fmt: skip
 
     def matrix_results(self) -> list[GroupResult]:
         """What every matrix job measured (a tool error or wrong data: None)."""

@@ -291,9 +291,10 @@ class Localization:
         return next(iter(cands)) if cands is not None and len(cands) == 1 else None
 
     def holds_slow_pair(self, nodes: Sequence[str]) -> bool:
-        pair = self.slow_pair()
+        """Whether the nodes span the slow leaf pair (not named yet: one of the candidates)."""
+        cands = self.pair_candidates() or set()
         lvs = {self.leaf_of(n) for n in nodes}
-        return pair is not None and set(pair) <= lvs
+        return any(a in lvs and b in lvs for a, b in cands)
 
     def pair_failures(self, node: str) -> list[NcclOutcome]:
         """Pairs that failed with `node` as the suspect and a good partner (judged ones)."""
