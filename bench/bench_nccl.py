@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugins"))
 sys.path.insert(0, str(REPO))  # tests.nccl_playback
 
-from nodegate.stages.nccl.plan import NcclJob  # noqa: E402
+from nodegate.stages.nccl.plan import Localization, NcclJob  # noqa: E402
 
 from tests.nccl_playback import bad_nodes, play  # noqa: E402
 
@@ -203,6 +203,14 @@ def other_engine(
     return rounds, wall, named, found if len(found) == 2 else None
 
 
+def pair_named(loc: Localization, pair: tuple[str, str]) -> str:
+    """`yes`, or `NO (4 left)`: the pair among the candidates left (marked, not named)."""
+    if loc.slow_pair() == pair:
+        return "yes"
+    left = loc.pair_candidates() or set()
+    return f"NO ({len(left)} left)" if pair in left else "NO"
+
+
 def matrix_table(sizes: Sequence[int], seed: int, n_leaves: int = 32) -> None:
     from nodegate.stages.nccl.profile import Matrix
 
@@ -251,12 +259,18 @@ def matrix_table(sizes: Sequence[int], seed: int, n_leaves: int = 32) -> None:
             named = set(played.named)
             ok = named == set(bad)
             hr, _, hw = halving(n, bad, names)
-            orr, ow, onamed, opair = other_engine(leaf, lambda ns, f=fails: not f(ns))
+
+            def passes(
+                nodes: Sequence[str], fails: Callable[[Sequence[str]], bool] = fails
+            ) -> bool:
+                return not fails(nodes)
+
+            orr, ow, onamed, opair = other_engine(leaf, passes)
             oo = onamed == set(bad) and opair == pair
             print(f"{n:>5} {d:>3} {'+'.join(pair):>13} | {node_rounds:>4} {rounds_of['probe']:>5} "
                   f"{played.localization_rounds:>3} {rounds_of['matrix']:>6} {wall:>6.0f} | "
                   f"{'yes' if ok else 'NO':>9} {len(named - set(bad)):>7} "
-                  f"{'yes' if loc.slow_pair() == pair else 'NO':>10} | {hr:>7} {hw:>6.0f} | "
+                  f"{pair_named(loc, pair):>10} | {hr:>7} {hw:>6.0f} | "
                   f"{orr:>5} {ow:>6.0f} {'yes' if oo else 'NO':>5}")  # fmt: skip
     print(
         f"(node/probe: rounds holding group or pair jobs / probes; loc: localization rounds "
