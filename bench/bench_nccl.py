@@ -25,14 +25,14 @@ import argparse
 import math
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugins"))
 sys.path.insert(0, str(REPO))  # tests.nccl_playback
 
-from nodegate.stages.nccl.plan import NcclJob  # noqa: E402
+from nodegate.stages.nccl.plan import Localization, NcclJob  # noqa: E402
 
 from tests.nccl_playback import bad_nodes, play  # noqa: E402
 
@@ -148,8 +148,70 @@ def fleet_run(n: int) -> None:
     print(f"real run, {n} nodes, one slow: {time.monotonic() - t0:.1f} s (reports in {tmp})")
 
 
+def other_engine(
+    leaf: dict[str, str], judge: Callable[[Sequence[str]], bool]
+) -> tuple[int, float, set[str], tuple[str, ...] | None]:
+    """The other engine's method, played with the same faults: rack-sized groups (one per
+    leaf, at once), halving inside every failing rack (all halves at once) to name nodes, then
+    mixed-group probing between racks: halves of the rack set, a failing half halved again,
+    and when both halves pass, each side halved against the other whole side (one side per
+    round). (rounds, wall s, nodes named, the leaf pair named)"""
+    racks: dict[str, list[str]] = {}
+    for x, lf in sorted(leaf.items()):
+        racks.setdefault(lf, []).append(x)
+    rounds, wall = 1, job_s(max(len(v) for v in racks.values()))
+    failing = [v for v in racks.values() if not judge(v)]
+    named: set[str] = set()
+    while failing:
+        nxt = []
+        rounds += 1
+        wall += job_s(max(len(s) // 2 + 1 for s in failing))
+        for s in failing:
+            for part in (s[: len(s) // 2], s[len(s) // 2 :]):
+                if part and not judge(part):
+                    (named.update(part) if len(part) == 1 else nxt.append(part))
+        failing = nxt
+    good = {lf: next(x for x in ns if x not in named) for lf, ns in racks.items()}
+
+    def over(leaves: Sequence[str]) -> bool:
+        return judge([good[lf] for lf in leaves])
+
+    side = sorted(racks)
+    if over(side):
+        return rounds, wall, named, None
+    left: list[str] = []
+    while len(side) + len(left) > 2:
+        rounds += 1
+        wall += job_s(len(side))
+        if not left:  # the pair in one part: halve it
+            a, b = side[: len(side) // 2], side[len(side) // 2 :]
+            if not over(a):
+                side = a
+            elif not over(b):
+                side = b
+            else:
+                side, left = a, b
+            continue
+        big = side if len(side) >= len(left) else left
+        other = left if big is side else side
+        a = big[: len(big) // 2]
+        keep = a if not over(a + other) else big[len(big) // 2 :]
+        side, left = (keep, other) if big is side else (other, keep)
+        if len(side) == 1 and len(left) == 1:
+            break
+    found = tuple(sorted(side + left))
+    return rounds, wall, named, found if len(found) == 2 else None
+
+
+def pair_named(loc: Localization, pair: tuple[str, str]) -> str:
+    """`yes`, or `NO (4 left)`: the pair among the candidates left (marked, not named)."""
+    if loc.slow_pair() == pair:
+        return "yes"
+    left = loc.pair_candidates() or set()
+    return f"NO ({len(left)} left)" if pair in left else "NO"
+
+
 def matrix_table(sizes: Sequence[int], seed: int, n_leaves: int = 32) -> None:
-    from nodegate.stages.nccl.matrix import GroupResult, findings
     from nodegate.stages.nccl.profile import Matrix
 
     floors = {s: {"min": 100, "unit": "GB/s"} for s in ("two_node_ring", "leaf", "leaves", "whole")}
@@ -161,48 +223,61 @@ def matrix_table(sizes: Sequence[int], seed: int, n_leaves: int = 32) -> None:
         "floors": {c: floors for c in ("all_reduce", "all_gather", "reduce_scatter", "alltoall")},
     })  # fmt: skip
     rng = random.Random(seed)
-    print(f"{'N':>5} {'bad':>3} {'slow pair':>15} | {'loc rounds':>10} {'matrix rounds':>13} "
-          f"{'wall s':>7} | {'named':>5} {'healthy named':>13} {'pair found':>10} "
-          f"| {'halving rounds':>14} {'wall s':>7}")  # fmt: skip
+    print(f"{'N':>5} {'bad':>3} {'slow pair':>13} | {'node':>4} {'probe':>5} {'loc':>3} "
+          f"{'matrix':>6} {'wall s':>6} | {'bad named':>9} {'healthy':>7} {'pair named':>10} "
+          f"| {'halving':>7} {'wall s':>6} | {'other':>5} {'wall s':>6} {'named':>5}")  # fmt: skip
     for n in sizes:
         names = [f"gpu{i:04d}" for i in range(1, n + 1)]
         leaf = {x: f"leaf{i * n_leaves // n + 1:02d}" for i, x in enumerate(names)}
         for d in (1, 2, 3):
             bad = sorted(rng.sample(names, d))
-            a = rng.randrange(1, n_leaves)
-            pair = (f"leaf{a:02d}", f"leaf{a + 1:02d}")  # in one `leaves` group when a is odd
-            slow = set(pair)
+            a, b = sorted(rng.sample(range(1, n_leaves + 1), 2))
+            pair = (f"leaf{a:02d}", f"leaf{b:02d}")
 
-            def judge(
-                job: NcclJob,
+            def fails(
+                nodes: Sequence[str],
                 bad: Sequence[str] = bad,
-                slow: set[str] = slow,
+                pair: Sequence[str] = pair,
                 leaf: dict[str, str] = leaf,
             ) -> bool:
-                crosses = slow <= {leaf[x] for x in job.nodes}
-                return not (set(job.nodes) & set(bad)) and not crosses
+                return bool(set(nodes) & set(bad)) or set(pair) <= {leaf[x] for x in nodes}
+
+            def judge(job: NcclJob, fails: Callable[[Sequence[str]], bool] = fails) -> bool:
+                return job.phase == "single" or not fails(job.nodes)  # bad in jobs of several
 
             played = play(names, judge, leaf, matrix=m)
             loc = played.localizer.loc
-            sizes_by_round: dict[int, int] = {}
+            longest: dict[int, int] = {}
             for r in loc.results:
                 if r.round.number > 2:
                     k = r.round.number
-                    sizes_by_round[k] = max(sizes_by_round.get(k, 0), len(r.test.nodes))
-            wall = sum(job_s(x) for x in sizes_by_round.values())
-            mrounds = len({r.round.number for r in loc.of_phase("matrix")})
-            res = [GroupResult(r.test.collective, r.test.scale, r.test.nodes, r.value)
-                   for r in loc.of_phase("matrix")]  # fmt: skip
-            found = any(f.group.scale == "leaves" and slow <= {leaf[x] for x in f.group.nodes}
-                        for f in findings(m, res))  # fmt: skip
+                    longest[k] = max(longest.get(k, 0), len(r.test.nodes))
+            wall = sum(job_s(x) for x in longest.values())
+            rounds_of = {ph: len({r.round.number for r in loc.of_phase(ph)})
+                         for ph in ("matrix", "probe")}  # fmt: skip
+            node_rounds = len({r.round.number for r in loc.of_phase("group", "pair")})
             named = set(played.named)
+            ok = named == set(bad)
             hr, _, hw = halving(n, bad, names)
-            print(f"{n:>5} {d:>3} {'+'.join(pair):>15} | {played.localization_rounds:>10} "
-                  f"{mrounds:>13} {wall:>7.0f} | {'yes' if set(bad) <= named else 'NO':>5} "
-                  f"{len(named - set(bad)):>13} {'yes' if found else 'NO':>10} "
-                  f"| {hr:>14} {hw:>7.0f}")  # fmt: skip
-    print(f"(wall: each round's longest job, {START_S:g} s + {PER_NODE_S:g} s per node; halving: "
-          "bad nodes only, the slow pair not modelled)")  # fmt: skip
+
+            def passes(
+                nodes: Sequence[str], fails: Callable[[Sequence[str]], bool] = fails
+            ) -> bool:
+                return not fails(nodes)
+
+            orr, ow, onamed, opair = other_engine(leaf, passes)
+            oo = onamed == set(bad) and opair == pair
+            print(f"{n:>5} {d:>3} {'+'.join(pair):>13} | {node_rounds:>4} {rounds_of['probe']:>5} "
+                  f"{played.localization_rounds:>3} {rounds_of['matrix']:>6} {wall:>6.0f} | "
+                  f"{'yes' if ok else 'NO':>9} {len(named - set(bad)):>7} "
+                  f"{pair_named(loc, pair):>10} | {hr:>7} {hw:>6.0f} | "
+                  f"{orr:>5} {ow:>6.0f} {'yes' if oo else 'NO':>5}")  # fmt: skip
+    print(
+        f"(node/probe: rounds holding group or pair jobs / probes; loc: localization rounds "
+        f"after the whole set, both together; wall: each round's longest job, {START_S:g} s + "
+        f"{PER_NODE_S:g} s per node, localization and matrix; halving: bad nodes only; other: "
+        "rack groups, halving, mixed-group probing between racks)"
+    )
 
 
 def main() -> None:

@@ -77,18 +77,26 @@ def test_ab_pair_exits_regressed_naming_firmware_and_bandwidth(sim_fleet, tmp_pa
     # The slow rail slows the whole-set NCCL job: its busbw fell 5 % (369.68 -> 351.21 GB/s),
     # above its floor, beyond the 3 % rule. The job's number: the job regressed, once (not each
     # member, nor the fleet median); the nodes blamed are those whose own numbers fell.
-    (job,) = compare["jobs"]
+    # The matrix's curve, per (collective, scale) point, each group once against the
+    # baseline's group sharing most nodes: alltoall's groups over gpu005's slow rail 4.95 %
+    # down, inside _fleet-compare's 5 % (changes, no regression); every other point the same.
+    got = {(j["component"], j["nodes_before"], j["nodes_after"], j["message"], j["regression"])
+           for j in compare["jobs"] if j["check"] == "nccl.matrix"}  # fmt: skip
+    assert got == {
+        (f"alltoall@{s}", "gpu[001-008]", "gpu[001-002,004-008]",
+         "274.62 GB/s -> 261.02 GB/s (-5.0 %)", False) for s in ("leaf", "whole")
+    }  # fmt: skip
+    (job,) = [j for j in compare["jobs"] if j["check"] == "nccl.whole.busbw"]
     assert job == {
         "check": "nccl.whole.busbw", "component": "whole set", "nodes_before": "gpu[001-008]",
         "nodes_after": "gpu[001-002,004-008]", "before": 369.68, "after": 351.21,
         "unit": "GB/s", "regression": True, "rule": "may drop at most 3 %",
         "message": "369.68 GB/s -> 351.21 GB/s (-5.0 %)",
     }  # fmt: skip
-    # The collective matrix's groups are other groups without gpu003 (its numbers move with
-    # them): changes that are no regression (no rule for nccl.matrix yet), per node and fleet.
-    matrix = {(c["kind"], c["regression"]) for c in compare["changes"]
+    # Per node, the matrix says only that gpu003 no longer took part (its numbers: the jobs').
+    matrix = {(c["scope"], c["kind"], c["regression"]) for c in compare["changes"]
               if c["check"] == "nccl.matrix"}  # fmt: skip
-    assert matrix <= {("metric", False), ("status", True)}
+    assert matrix == {("gpu003", "status", True)}
     assert {(c["scope"], c["check"], c["component"]) for c in compare["changes"]
             if not c["regression"] and c["check"] != "nccl.matrix"} == {
         ("gpu003", "hca.firmware.uniform", RAIL2)}  # fmt: skip

@@ -150,13 +150,13 @@ def test_one_slow_node_of_16_is_named(sim_fleet):
     )
     assert whole["gpu007"]["message"] == (
         "whole-16 (round 2): 218.27 GB/s, avg 149.573; localized: gpu007; this node fails "
-        "with good partners: pair-gpu007-gpu001 (round 4): 217.21 GB/s, avg 142.155; "
-        "pair-gpu007-gpu002 (round 5): 217.21 GB/s, avg 142.155" + method
+        "with good partners: pair-gpu007-gpu002 (round 4): 217.21 GB/s, avg 142.155; "
+        "pair-gpu007-gpu001 (round 5): 217.21 GB/s, avg 142.155" + method
     )
     assert whole["gpu007"]["evidence"] == [
         "raw/gpu001/nccl.json#r2-whole-16",
-        "raw/gpu007/nccl.json#r4-pair-gpu007-gpu001",
-        "raw/gpu007/nccl.json#r5-pair-gpu007-gpu002",
+        "raw/gpu007/nccl.json#r4-pair-gpu007-gpu002",
+        "raw/gpu007/nccl.json#r5-pair-gpu007-gpu001",
     ]
     good = whole["gpu001"]
     assert good["observed"] == pytest.approx(356.88, abs=0.05) and good["expected"] == ">= 340"
@@ -392,13 +392,13 @@ MATRIX = {
 def test_matrix_names_a_slow_node_and_a_leaf_s_uplinks_rejecting_only_the_node(sim_fleet):
     """16 nodes in 4 leaves: gpu002 slow on its rails (node localization names it), leaf02
     short of half its uplinks (alltoall over leaf01+leaf02 and the whole set halve; all_reduce
-    keeps its rate): the uplinks are a repair-list item over the nodes behind them, no node
-    but gpu002 rejected."""
-    model = nccl_model(
-        16,
-        {"gpu002": [{"nccl_slow": "all"}], "gpu006": ["leaf_uplink_down"]},
-        racks={"nodes_per_rack": 4},
-    )
+    keeps its rate), the spine between leaf03 and leaf04 slow (every collective over both
+    halves; localization's probes name the pair in the rounds that name gpu002): the
+    uplinks and the pair are repair-list items over the nodes behind them, no node but
+    gpu002 rejected."""
+    faults: dict[str, Any] = {"gpu002": [{"nccl_slow": "all"}], "gpu006": ["leaf_uplink_down"]}
+    faults.update({n: [{"spine_slow": "leaf04"}] for n in nodes(12)[8:]})  # leaf03's nodes
+    model = nccl_model(16, faults, racks={"nodes_per_rack": 4})
     fleet = sim_fleet(model)
     run = run_nccl(fleet, matrix=MATRIX)
     assert run.rc == 1, run.stdout
@@ -409,30 +409,59 @@ def test_matrix_names_a_slow_node_and_a_leaf_s_uplinks_rejecting_only_the_node(s
         "collectives": ["all_reduce", "alltoall"], "scales": ["leaf", "leaves", "whole"],
         "rounds": 6, "jobs": 14, "estimated_s": 60.0,
     }  # fmt: skip
+    # the estimate is on the terminal before the first round runs
+    note = "nodegate: nccl sim-nccl: collective matrix: 6 rounds, 14 jobs, estimated 60 s"
+    assert run.stdout.index(note) < run.stdout.index("nccl sim-nccl: round 1: 16 tests")
     got: dict[str, dict[str, str]] = {}
     for v in run.verdicts["verdicts"]:
         if v["check"] == "nccl.matrix":
             mark = "marked" if v.get("remediation") else v["status"]
             got.setdefault(v["node"], {})[v["component"]] = mark
     near = set(nodes(8, "gpu002"))  # leaf01 and leaf02, behind leaf02's uplinks
+    far = set(nodes(16)[8:])  # leaf03 and leaf04, the slow spine between them
     want = {
         n: {
-            "all_reduce@leaf": "pass", "all_reduce@leaves": "pass", "all_reduce@whole": "pass",
-            "alltoall@leaf": "pass", "alltoall@leaves": "marked" if n in near else "pass",
-            "alltoall@whole": "marked",
+            "all_reduce@leaf": "pass", "all_reduce@leaves": "marked" if n in far else "pass",
+            "all_reduce@whole": "marked", "alltoall@leaf": "pass", "alltoall@leaves": "marked",
+            "alltoall@whole": "marked", **({"leaves leaf03+leaf04": "marked"} if n in far else {}),
         }
         for n in nodes(16, "gpu002")
     }  # fmt: skip
     assert got == {**want, "gpu002": {"collective": "skip"}}
-    infra = [(i["component"], i["message"], i["nodes"]) for i in run.admission["infrastructure"]]
-    assert infra == [
+    # node localization's three rounds name gpu002; the probes of its round 4 the pair
+    loc = doc(run, "localization")
+    assert loc["named"] == ["gpu002"] and loc["rounds_used"] == 3, loc
+    assert loc["leaf_pair"] == ["leaf03", "leaf04"] and loc["leaf_pairs_left"] is None
+    assert set(loc["status"].values()) == {"cleared", "blamed"}
+    r4 = [(t["phase"], t["nodes"]) for t in plan["rounds"][3]["tests"]]
+    assert r4 == [("pair", "gpu[001-002]"), ("pair", "gpu[003-004]"), ("probe", "gpu[005,009]"),
+                  ("probe", "gpu[006,013]"), ("probe", "gpu[010,014]")]  # fmt: skip
+    infra = {(i["component"], i["message"]): i["nodes"] for i in run.admission["infrastructure"]}
+    assert infra == {
+        ("all_reduce@leaves", "all_reduce at leaves (8 nodes over leaf03, leaf04): 182.32 GB/s "
+         "(46 % of line rate): 182.32 GB/s below the floor 340; 49 % below leaf (358.7 GB/s; at "
+         "most 20 % allowed); the break is at the leaf uplinks and spines between these "
+         "leaves"): sorted(far),
+        ("all_reduce@whole", "all_reduce at whole (15 nodes over leaf01, leaf02, leaf03, "
+         "leaf04): 182.4 GB/s (46 % of line rate): 182.4 GB/s below the floor 340; 49 % below "
+         "leaves (359.33 GB/s; at most 20 % allowed); the break is at the spine tier under the "
+         "whole set"): nodes(16, "gpu002"),
         ("alltoall@leaves", "alltoall at leaves (7 nodes over leaf01, leaf02): 135.73 GB/s (34 % "
          "of line rate): 135.73 GB/s below the floor 240; 49 % below leaf (264.98 GB/s; at most "
-         "20 % allowed); the break is at the leaf uplinks and spines between these leaves",
-         sorted(near)),
+         "20 % allowed); the break is at the leaf uplinks and spines between these leaves"):
+        sorted(near),
+        ("alltoall@leaves", "alltoall at leaves (8 nodes over leaf03, leaf04): 135.76 GB/s (34 % "
+         "of line rate): 135.76 GB/s below the floor 240; 49 % below leaf (264.98 GB/s; at most "
+         "20 % allowed); the break is at the leaf uplinks and spines between these leaves"):
+        sorted(far),
         ("alltoall@whole", "alltoall at whole (15 nodes over leaf01, leaf02, leaf03, leaf04): "
-         "135.84 GB/s (34 % of line rate): 135.84 GB/s below the floor 240; 49 % below leaves "
-         "(265.78 GB/s; at most 20 % allowed); the break is at the spine tier under the whole "
-         "set", nodes(16, "gpu002")),
-    ]  # fmt: skip
+         "135.84 GB/s (34 % of line rate): 135.84 GB/s below the floor 240; the break is at the "
+         "spine tier under the whole set"): nodes(16, "gpu002"),
+        ("leaves leaf03+leaf04", "flows between leaf03 and leaf04 are slow: every failed job "
+         "over nodes of both leaves (1: probe-gpu010-2 (round 4): 181.66 GB/s, avg 122.879), "
+         "every job inside one leaf and over other leaves passed; between them: the uplinks of "
+         "leaf03 and leaf04 and the spines between them"): sorted(far),
+    }  # fmt: skip
+    whole = verdicts(run, "nccl.whole.busbw")["gpu009"]["message"]
+    assert "localized: gpu002; between leaves: leaf03 and leaf04 (their flows slow)" in whole
     assert_clean(run, 16)

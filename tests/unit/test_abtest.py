@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ClusterShell.NodeSet import NodeSet
 from nodegate.compare.abmode import (
     ABMode,
     check_same_fleet,
@@ -471,3 +472,34 @@ def test_gpu_load_numbers_regress_by_the_profiles_rules() -> None:
         (scope, "metric", check, "GPU3 0000:5d:00.0") for scope in ("gpu1", FLEET) for check in per
     }
     assert not regs(compare(run(55.1, 66.0, "base"), run(54.0, 70.0, "ok"), rules()))
+
+
+def test_the_matrix_curve_is_compared_per_point_each_group_once() -> None:
+    """nccl.matrix: each (collective, scale) point's groups against the baseline's group at
+    that point sharing most nodes, under _fleet-compare's 5 %; a group's number is its
+    members' alike, so it is one change, not one per node."""
+    matrix = "nccl.matrix"
+
+    def curve(points: dict[tuple[str, str], float], run_id: str = "r") -> dict[str, Any]:
+        per_node: dict[str, list[Verdict]] = {n: [] for n in FOUR}
+        for (comp, job), bw in points.items():
+            for n in NodeSet(job):
+                per_node[n].append(Verdict(matrix, n, Status.PASS, comp, bw, ">= 200", "GB/s",
+                                           job=job))  # fmt: skip
+        return doc(per_node, run_id, checks=[matrix])
+
+    base = curve({("alltoall@leaf", "gpu[1-2]"): 265.0, ("alltoall@leaf", "gpu[3-4]"): 265.0,
+                  ("alltoall@whole", "gpu[1-4]"): 250.0, ("all_reduce@whole", "gpu[1-4]"): 360.0},
+                 "base")  # fmt: skip
+    # alltoall over the whole set 10 % down (the spine tier), all_reduce 2 % (within the rule)
+    run = curve({("alltoall@leaf", "gpu[1-2]"): 265.0, ("alltoall@leaf", "gpu[3-4]"): 265.0,
+                 ("alltoall@whole", "gpu[1-4]"): 225.0,
+                 ("all_reduce@whole", "gpu[1-4]"): 352.8})  # fmt: skip
+    cmp = compare(base, run, rules())
+    assert [c for c in cmp.changes if c.check == matrix] == []  # not per node, nor a median
+    got = {(j.component, j.name, j.before, j.after, j.regression, j.rule) for j in cmp.jobs}
+    assert got == {
+        ("all_reduce@whole", "gpu[1-4]", 360.0, 352.8, False, "may drop at most 5 %"),
+        ("alltoall@whole", "gpu[1-4]", 250.0, 225.0, True, "may drop at most 5 %"),
+    }
+    assert comparison_doc(cmp, "new", Path("b"))["summary"]["regressed_jobs"] == ["gpu[1-4]"]

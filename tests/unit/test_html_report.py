@@ -213,3 +213,45 @@ def test_traffic_section_draws_senders_fair_share_victim_and_bisection(tmp_path)
     assert re.findall(r"<title>([^<]+) Gb/s</title></rect>", bis.split("</div>")[0]) == [
         "n2-&gt;n4: 193.0", "n1-&gt;n3: 386.0",
     ]  # fmt: skip
+
+
+def test_nccl_curves_draw_busbw_versus_nodes_per_collective_with_the_floors(tmp_path):
+    d = run_dir(tmp_path)
+    (d / "nccl").mkdir()
+
+    def pt(scale: str, nodes: int, worst: float | None, best: float | None, floor: float):
+        return {"scale": scale, "nodes": nodes, "worst": worst, "best": best, "floor": floor,
+                "efficiency": None if worst is None else round(worst / 400, 3)}  # fmt: skip
+
+    curve = {"unit": "GB/s", "line_rate": 400.0, "collectives": {
+        "all_reduce": [pt("leaf", 4, 358.7, 358.9, 340), pt("leaves", 8, 182.3, 359.3, 340),
+                       pt("whole", 16, 182.4, 182.4, 340)],
+        "alltoall": [pt("leaf", 4, 265.0, 265.0, 240), pt("whole", 16, None, None, 240)],
+    }}  # fmt: skip
+    (d / "nccl" / "localization-p.json").write_text(json.dumps({"curve": curve}))
+    (d / "nccl" / "localization-q.json").write_text(json.dumps({"named": []}))  # no matrix
+    page = write_report(d, json.loads((d / "admission.json").read_text())).read_text()
+    section = page.split('<section id="nccl-curves">')[1].split("</section>")[0]
+    assert re.findall(r'id="curve-([\w-]+)"', section) == ["p-all_reduce", "p-alltoall"]
+    ar = section.split('id="curve-p-all_reduce"')[1].split("</div>")[0]
+    # the worst group per scale (below the floor: marked), the best hollow, the floor dashed
+    assert re.findall(r'<circle class="worst( below)?"[^>]*><title>([^<]+)</title>', ar) == [
+        ("", "leaf (4 nodes): worst 358.7 GB/s, floor 340"),
+        (" below", "leaves (8 nodes): worst 182.3 GB/s, floor 340"),
+        (" below", "whole (16 nodes): worst 182.4 GB/s, floor 340"),
+    ]
+    assert ar.count('<circle class="best"') == 3
+    xs = [float(x) for x in re.findall(r'<circle class="worst[^"]*" cx="([\d.]+)"', ar)]
+    assert xs == sorted(xs) and len(set(xs)) == 3  # more nodes further right
+    floor = re.search(r'<polyline class="floor"[^>]* points="([^"]+)"', ar)
+    line = re.search(r'<polyline class="busbw"[^>]* points="([^"]+)"', ar)
+    assert floor is not None and len(floor.group(1).split()) == 3
+    assert line is not None and len(line.group(1).split()) == 3
+    ys = [float(p.split(",")[1]) for p in floor.group(1).split()]
+    assert len(set(ys)) == 1  # one floor at every scale here: a flat dashed line
+    # a point that measured nothing has no mark, still its floor
+    a2a = section.split('id="curve-p-alltoall"')[1]
+    assert a2a.count('<circle class="worst') == 1
+    floor2 = re.search(r'<polyline class="floor"[^>]* points="([^"]+)"', a2a)
+    assert floor2 is not None and len(floor2.group(1).split()) == 2
+    assert "http" not in section and "<script" not in section

@@ -106,6 +106,10 @@ class Campaign(abc.ABC, Generic[T]):
         """What the plan file says before its rounds (method, addresses used, ...)."""
         return {}
 
+    def plan_note(self) -> str | None:
+        """A line for the terminal before the first round (what the plan will cost), if any."""
+        return None
+
     @abc.abstractmethod
     def doc_of(self, test: T) -> dict[str, Any]:
         """A planned test as data, for the plan file and the evidence."""

@@ -137,6 +137,9 @@ async def localize(
     """Rounds until the localizer stops: plan, run, sanity, performance, localize."""
     pending = list(c.localizer.first_rounds())
     planned: list[dict[str, Any]] = []
+    note = c.plan_note()
+    if note is not None and opts.log is not None:
+        opts.log(f"{stage} {c.name}: {note}")
     while pending:
         rnd = pending.pop(0)
         claims = [Claim(c.resources(t), c.channels(t)) for t in rnd.tests]

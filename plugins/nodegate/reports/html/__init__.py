@@ -30,6 +30,7 @@ from nodegate.core.safetext import printable
 from nodegate.reports.folding import node_state, nodeset
 from nodegate.reports.html.evidence import page_ref, write_pages
 from nodegate.reports.html.fabric import fabric_views
+from nodegate.reports.html.nccl import nccl_curves
 from nodegate.reports.html.plots import plots
 from nodegate.reports.html.traffic import traffic_view
 from nodegate.reports.html.view import (
@@ -101,6 +102,7 @@ def render(
         repairs=doc.get("infrastructure") or [],
         past={n: past_view(h) for n, h in (past or {}).items()},
         traffic=traffic_view(run_dir),
+        curves=nccl_curves(run_dir),
     )
 
 

@@ -11,24 +11,42 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from nodegate.core.errors import ConfigError
+from nodegate.inventory.nodes import natural_key
 from nodegate.stages.fabric.snapshot import snapshot_of_run
 
 Cabling = Mapping[str, Mapping[str, str]]  # node -> RDMA device -> the switch it lands on
 
 
+def _subnets(run_dir: Path) -> list[Mapping[str, Any]]:
+    """Every subnet the run's fabric stage discovered (none when it did not run)."""
+    try:
+        return list(snapshot_of_run(run_dir)["subnets"].values())
+    except ConfigError:
+        return []
+
+
 def discovered_cabling(run_dir: Path) -> dict[str, dict[str, str]]:
     """node -> device -> switch name, over every subnet the run's fabric stage discovered."""
-    try:
-        doc = snapshot_of_run(run_dir)
-    except ConfigError:
-        return {}
     out: dict[str, dict[str, str]] = {}
-    for sub in doc["subnets"].values():
+    for sub in _subnets(run_dir):
         for node, devs in sub["nodes"].items():
             for dev, end in devs.items():
                 out.setdefault(node, {})[dev] = str(end["switch"])
+    return out
+
+
+def discovered_uplinks(run_dir: Path) -> dict[str, list[str]]:
+    """leaf -> its uplinks, `P17 -> spine01 P3` (its port, the far end), over every subnet
+    the run's fabric stage discovered."""
+    out: dict[str, list[str]] = {}
+    for sub in _subnets(run_dir):
+        for leaf, ports in (sub.get("uplinks") or {}).items():
+            out.setdefault(leaf, []).extend(
+                f"P{p} -> {ports[p]}" for p in sorted(ports, key=natural_key)
+            )
     return out
 
 

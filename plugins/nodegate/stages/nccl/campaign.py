@@ -14,8 +14,9 @@ from nodegate.framework.active.campaign import Campaign, EvidenceRefs, Execution
 from nodegate.framework.active.rounds import Sanity
 from nodegate.inventory import Node
 from nodegate.stages.fabric.discovered import Cabling, node_leaf
-from nodegate.stages.nccl.checks import Judge
+from nodegate.stages.nccl.checks import Judge, matrix_results
 from nodegate.stages.nccl.launch import job_env, mpirun_script, run_mpirun, run_srun
+from nodegate.stages.nccl.matrix import curve
 from nodegate.stages.nccl.plan import (
     NcclJob,
     NcclLocalizer,
@@ -40,12 +41,14 @@ class NcclCampaign(Campaign[NcclJob]):
         transport: Transport,
         extra_env: Mapping[str, str],
         cabling: Cabling | None = None,
+        uplinks: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.name = name
         self.prof = prof
         self.nodes = tuple(n.name for n in members)
         # The fabric this run discovered (node -> device -> leaf), else the `leaf` labels.
         self.cabling: Cabling = cabling or {}
+        self.uplinks = uplinks or {}
         leaf = {
             n.name: node_leaf(self.cabling, n.name, sorted(self.cabling.get(n.name, {})))
             or n.labels.get("leaf", "")
@@ -98,6 +101,16 @@ class NcclCampaign(Campaign[NcclJob]):
                 "estimated_s": estimate_s(m, self.nodes, self.localizer.loc.leaf),
             }
         }
+
+    def plan_note(self) -> str | None:
+        """`collective matrix: 6 rounds, 14 jobs, estimated 60 s (after localization)`."""
+        m = self.matrix_header().get("matrix")
+        if m is None:
+            return None
+        return (
+            f"collective matrix: {m['rounds']} rounds, {m['jobs']} jobs, estimated "
+            f"{m['estimated_s']:g} s (after localization, on the nodes still in)"
+        )
 
     def floor_of(self, test: NcclJob) -> Threshold:
         """The busbw floor of a job: its (collective, scale) in the matrix, else by size."""
@@ -196,10 +209,38 @@ class NcclCampaign(Campaign[NcclJob]):
             "named": sorted(loc.blamed()),
             "not_confirmed": loc.suspects(),
             "fault_needs_group": None if group is None else str(NodeSet.fromlist(list(group))),
+            "leaf_pair": None if (pair := loc.slow_pair()) is None else list(pair),
+            "leaf_pairs_left": None
+            if (c := loc.pair_candidates()) is None or pair is not None
+            else sorted(list(p) for p in c),
             "lost": dict(sorted(loc.down.items())),
+            **self.curve_doc(),
             "status": {n: loc.status(n) for n in self.nodes},
         }
 
+    def curve_doc(self) -> dict[str, Any]:
+        """The matrix's curve for report.html and replay: per collective, its points in scale
+        order (nodes per group, worst and best group's busbw, floor, efficiency)."""
+        m = self.prof.matrix
+        if m is None or not self.localizer.loc.of_phase("matrix"):
+            return {}
+        points = curve(m, matrix_results(self.localizer.loc, self.readings))
+        return {
+            "curve": {
+                "unit": "GB/s",
+                "line_rate": m.line_rate,
+                "collectives": {
+                    c: [
+                        {"scale": p.scale, "nodes": p.nodes, "worst": p.worst, "best": p.best,
+                         "floor": p.floor, "efficiency": p.efficiency}
+                        for p in pts
+                    ]
+                    for c, pts in points.items()
+                },
+            }
+        }  # fmt: skip
+
     def verdicts(self, evidence: EvidenceRefs[NcclJob]) -> list[Verdict]:
-        judge = Judge(self.localizer.loc, self.prof, self.readings, evidence.refs, self.cabling)
+        judge = Judge(self.localizer.loc, self.prof, self.readings, evidence.refs, self.cabling,
+                      self.uplinks)  # fmt: skip
         return [v for n in self.nodes for v in judge.verdicts(n)]

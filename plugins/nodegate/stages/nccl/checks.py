@@ -16,7 +16,13 @@ from nodegate.core.verdicts import marked
 from nodegate.framework.active.judge import failure_status
 from nodegate.stages.fabric.discovered import Cabling, leaves_crossed
 from nodegate.stages.nccl.matrix import TIER, GroupResult, describe, findings
-from nodegate.stages.nccl.plan import Localization, NcclJob, NcclOutcome
+from nodegate.stages.nccl.plan import (
+    LOCAL,
+    PROBE_EXTRA_ROUNDS,
+    Localization,
+    NcclJob,
+    NcclOutcome,
+)
 from nodegate.stages.nccl.profile import NcclProfile
 from nodegate.stages.nccl.results import JobReading
 
@@ -62,6 +68,7 @@ MATRIX: Check[None, NcclProfile] = Check(
     "pipeline",
     chart=CHART,
     infrastructure=True,
+    measures="job",  # a group's number, the same on each of its nodes (A/B: once per group)
 )
 CLEANUP: Check[None, NcclProfile] = Check(
     "nccl.cleanup",
@@ -89,9 +96,11 @@ class Judge:
         readings: Mapping[NcclJob, JobReading],
         refs: Refs,
         cabling: Cabling | None = None,
+        uplinks: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.loc, self.prof, self.readings, self.refs = loc, prof, readings, refs
         self.cabling: Cabling = cabling or {}
+        self.uplinks = uplinks or {}  # leaf -> the far ends of its uplinks (fabric stage)
         self._memo: dict[str, Any] = {}
 
     def crossing(self, group: Sequence[str]) -> str:
@@ -105,16 +114,84 @@ class Judge:
         return f"; it crosses {len(leaves)} leaves: {shown} (and their uplinks to the spines)"
 
     def verdicts(self, node: str) -> list[Verdict]:
-        return [self.single(node), self.whole(node), self.localized(node), *self.matrix(node)]
+        return [self.single(node), self.whole(node), self.localized(node), *self.matrix(node),
+                *self.fabric(node)]  # fmt: skip
+
+    def pair_jobs(self) -> list[NcclOutcome]:
+        """The failed localization jobs the slow leaf pair explains (they hold both leaves and
+        no node named, suspected or lost)."""
+        explained = set(self.loc.suspects()) | self.loc.blamed() | self.loc.down.keys()
+        return [r for r in self.loc.results if r.test.phase in ("whole", *LOCAL)
+                and not r.passed and self.loc.holds_slow_pair(r.test.nodes)
+                and not explained & set(r.test.nodes)]  # fmt: skip
+
+    def between(self, a: str, b: str) -> str:
+        """`leaf01's uplinks (P17 -> spine01 P1, ...) and leaf02's (...), both on spine01`,
+        when the fabric stage discovered them; else the leaves' uplinks and spines."""
+        ua, ub = self.uplinks.get(a), self.uplinks.get(b)
+        if not ua or not ub:
+            return f"the uplinks of {a} and {b} and the spines between them"
+
+        def spines(ups: Sequence[str]) -> set[str]:
+            return {u.rpartition(" -> ")[2].split()[0] for u in ups}
+
+        common = sorted(spines(ua) & spines(ub))
+        both = f", both on {', '.join(common)}" if common else ", no spine in common"
+        return f"{a}'s uplinks ({', '.join(ua)}) and {b}'s ({', '.join(ub)}){both}"
+
+    def fabric(self, node: str) -> list[Verdict]:
+        """The slow leaf pair's mark on each node of its two leaves (a repair-list item of
+        nccl.matrix: PASS for the node, which passed inside its leaf and with good nodes)."""
+        pair = self.loc.slow_pair()
+        if pair is None:
+            return self.pair_not_named(node)
+        if self.loc.leaf_of(node) not in pair or self.loc.status(node) not in ("cleared", "pass"):
+            return []
+        a, b = pair
+        jobs = self.pair_jobs()
+        got = [(bw, r) for r in jobs if (bw := self._reading(r).busbw) is not None]
+        slowest = min(got, key=lambda x: x[0]) if got else None
+        floor = self.prof.floors(2).busbw
+        shown = "; ".join(self.describe(r) for r in jobs[:4])
+        more = f" (+{len(jobs) - 4} more)" if len(jobs) > 4 else ""
+        msg = (
+            f"infrastructure: flows between {a} and {b} are slow: every failed job over nodes "
+            f"of both leaves ({len(jobs)}: {shown}{more}), every job inside one leaf and over "
+            f"other leaves passed; between them: {self.between(a, b)}"
+        )
+        ev = tuple(ref for r in jobs[:4] for ref in self.refs(r, node))
+        v = marked(MATRIX, node, f"leaves {a}+{b}", None if slowest is None else slowest[0],
+                   floor.expected(), msg, unit=UNIT, evidence=ev,
+                   remediation=f"check {self.between(a, b)} (link state, errors, routing); "
+                   "no node is to blame")  # fmt: skip
+        return [v if slowest is None else replace(v, job=_job(slowest[1]))]
+
+    def pair_not_named(self, node: str) -> list[Verdict]:
+        """A fault between leaves the rounds narrowed but did not name: its candidate pairs,
+        a mark on the nodes of their leaves (no node is to blame)."""
+        cands = sorted(self.loc.pair_candidates() or ())
+        if not cands or self.loc.status(node) not in ("cleared", "pass"):
+            return []
+        if not any(self.loc.leaf_of(node) in p for p in cands):
+            return []
+        shown = ", ".join(f"{a}+{b}" for a, b in cands[:8])
+        more = f" (+{len(cands) - 8} more)" if len(cands) > 8 else ""
+        jobs = self.pair_jobs()
+        msg = (
+            f"infrastructure: flows between two leaves are slow, the pair not named within "
+            f"{self.prof.max_rounds + PROBE_EXTRA_ROUNDS} rounds: one of {len(cands)} leaf "
+            f"pairs: {shown}{more}; failed jobs over good nodes: "
+            f"{'; '.join(self.describe(r) for r in jobs[:4])}"
+        )
+        ev = tuple(ref for r in jobs[:4] for ref in self.refs(r, node))
+        return [marked(MATRIX, node, "leaves (pair not named)", None, None, msg, evidence=ev,
+                       remediation="check the uplinks and spines between these leaf pairs; "
+                       "no node is to blame")]  # fmt: skip
 
     def matrix_results(self) -> list[GroupResult]:
         """What every matrix job measured (a tool error or wrong data: None)."""
         if "matrix" not in self._memo:
-            self._memo["matrix"] = [
-                GroupResult(o.test.collective, o.test.scale, o.test.nodes,
-                            None if o.error is not None else self._reading(o).busbw)
-                for o in self.loc.of_phase("matrix")
-            ]  # fmt: skip
+            self._memo["matrix"] = matrix_results(self.loc, self.readings)
         got: list[GroupResult] = self._memo["matrix"]
         return got
 
@@ -151,14 +228,14 @@ class Judge:
                                    else Status.ERROR, comp, None, floor.expected(), UNIT, msg,
                                    _hint(MATRIX, Status.ERROR), ev, reference=floor))  # fmt: skip
             elif f is not None:
-                out.append(marked(MATRIX, node, comp, r.busbw, floor.expected(),
+                out.append(replace(marked(MATRIX, node, comp, r.busbw, floor.expected(),
                                   f"infrastructure: {describe(f, self.loc.leaf, m.line_rate)}",
                                   remediation=f"check {TIER[t.scale]} (nodes in this group "
                                   "passed alone and in smaller jobs)", unit=UNIT,
-                                  evidence=ev))  # fmt: skip
+                                  evidence=ev), job=_job(o)))  # fmt: skip
             else:
                 out.append(Verdict(MATRIX.id, node, Status.PASS, comp, r.busbw, floor.expected(),
-                                   UNIT, msg, None, ev, reference=floor))  # fmt: skip
+                                   UNIT, msg, None, ev, reference=floor, job=_job(o)))  # fmt: skip
         return out
 
     def status(self, outcomes: Sequence[NcclOutcome]) -> Status:
@@ -275,11 +352,7 @@ class Judge:
     def _cleared(self, node: str, whole: NcclOutcome, comp: str) -> Verdict:
         """PASS for a node a localization job cleared: the whole-set job failed, the nodes
         named explain it, and the node reached the floor of a smaller job."""
-        ok = next(
-            r
-            for r in self.loc.of_phase("group", "pair", "half")
-            if r.passed and node in r.test.nodes
-        )
+        ok = next(r for r in self.loc.of_phase(*LOCAL) if r.passed and node in r.test.nodes)
         floors = self.prof.floors(len(ok.test.nodes))
         msg = (
             f"whole-set job failed ({self.describe(whole)}); {self.named()}; this node cleared "
@@ -306,6 +379,11 @@ class Judge:
                 f"the fault needs a group of {len(group)} nodes, no single node to blame "
                 f"(smallest failing: {NodeSet.fromlist(list(group))}){self.crossing(group)}"
             )
+        pair = self.loc.slow_pair()
+        if pair is not None:
+            parts.append(f"between leaves: {pair[0]} and {pair[1]} (their flows slow)")
+        elif (cands := self.loc.pair_candidates()) is not None:
+            parts.append(f"between leaves, not named: one of {len(cands)} leaf pairs")
         if self.loc.down:
             parts.append(f"lost: {NodeSet.fromlist(sorted(self.loc.down))}")
         return "; ".join(parts) or "nothing localized"
@@ -360,6 +438,16 @@ class Judge:
         return Verdict(LOCALIZED.id, node, self.status(seen) if seen else Status.ERROR, "node",
                        message=msg, remediation="retest with more healthy nodes",
                        evidence=ev)  # fmt: skip
+
+
+def matrix_results(loc: Localization, readings: Mapping[NcclJob, JobReading]) -> list[GroupResult]:
+    """What every matrix job measured (a tool error or wrong data: None)."""
+    return [
+        GroupResult(o.test.collective, o.test.scale, o.test.nodes,
+                    None if o.error is not None or o.test not in readings
+                    else readings[o.test].busbw)
+        for o in loc.of_phase("matrix")
+    ]  # fmt: skip
 
 
 def _job(o: NcclOutcome) -> str:

@@ -4,13 +4,21 @@ Round 1 runs every node alone (one job per node, all at once); round 2 one job o
 whose single-node run passed (the whole set). When that fails, localization plans rounds of
 disjoint jobs that run at once (a node is in one job at a time):
 
-  groups   the whole set split into small groups (`group_nodes`, else about sqrt(N/3), 2..8),
-           members spread over leaves; a failing group's members are suspects, a passing
-           group's members are known good;
-  pairs    each suspect with a known-good partner (a different one each time): failing with
-           two good partners blames the node, passing once clears it;
-  halves   when every group passed, the fault needs a larger group: halves of the set, then
-           halves of a failing half, naming the smallest group that still fails.
+  groups   the whole set split into small groups (`group_nodes`, else about sqrt(N/3), 2..8)
+           inside each leaf (no group crosses a spine: a fault between leaves fails none);
+           a failing group's members are suspects, a passing group's members are known good;
+  pairs    each suspect with a known-good partner (a different one each time, of its own
+           leaf first, else of a leaf no earlier partner was on): failing with two good
+           partners blames the node, passing once clears it (a slow leaf pair can fail one
+           pair of a healthy node, never two; a leaf's last good node stays free for the
+           probes while other leaves have partners);
+  probes   the fabric step, with leaves known (labels or the fabric stage's cabling): once the
+           groups ran, the free good nodes run probes over sets of leaves (`leafpairs`) that
+           name the leaf pair whose flows are slow, in the same rounds as the pairs; a failed
+           job that holds that pair and no named node is explained by it (its nodes cleared);
+  halves   with no leaves known, when every group passed, the fault needs a larger group:
+           halves of the set, then halves of a failing half, naming the smallest group that
+           still fails.
 
 A node lost under a job (its connection dropped: the skeleton's `lost`) is that node's error
 and the job judges none of its nodes: a whole-set job runs again without the lost nodes (a
@@ -19,7 +27,8 @@ a lost group, pair or half are paired with a good node in the next round, as sus
 (passing clears them, failing makes them one).
 
 With 1 to 3 bad nodes among N <= 1,024: groups, pairs, confirming pairs: 3 rounds after the
-whole set (the fourth takes suspects that found no partner in time).
+whole set (the fourth takes suspects that found no partner in time); probes may take one round
+more than `max_rounds` (bench/bench_nccl.py --matrix: the table).
 
 The collective matrix (profile `nccl.matrix`) runs after that, on the nodes still in (not
 lost, named or suspected): one round per (collective, scale), each round the scale's disjoint
@@ -37,12 +46,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nodegate.framework.active.rounds import Outcome, Round, RoundId
+from nodegate.stages.nccl import leafpairs
+from nodegate.stages.nccl.leafpairs import Pair
 from nodegate.stages.nccl.profile import Matrix, Scale
 
-Phase = Literal["single", "whole", "group", "pair", "half", "matrix"]
+Phase = Literal["single", "whole", "group", "pair", "half", "probe", "matrix"]
+LOCAL = ("group", "pair", "half", "probe")  # localization's phases
 MATRIX_LAUNCH_S = 10.0  # the time budget's start-up of one job (launcher, NCCL init)
 SINGLE_ROUND, WHOLE_ROUND = 1, 2  # localization rounds are numbered from 3
 MAX_WHOLE_RETRIES = 2  # a whole-set job that lost a node runs again without it (2b, 2c)
+PROBE_EXTRA_ROUNDS = 1  # probes may run this many rounds past `max_rounds`
 
 
 @dataclass(frozen=True, order=True)
@@ -91,6 +104,25 @@ def spread(nodes: Sequence[str], leaf: Mapping[str, str], seed: int, parts: int)
     rng = random.Random(seed)
     order = [n for _, _, n in sorted((leaf.get(n, ""), rng.random(), n) for n in nodes)]
     return [sorted(order[i::parts]) for i in range(parts)]
+
+
+def leaf_groups(
+    nodes: Sequence[str], leaf: Mapping[str, str], seed: int, g: int
+) -> list[list[str]]:
+    """Groups of about `g` inside each leaf (`spread` over one leaf's nodes); the nodes of
+    leaves too small for a group of two form groups across leaves (as `spread`)."""
+    out: list[list[str]] = []
+    rest: list[str] = []
+    for ns in by_leaf(nodes, leaf):
+        if len(ns) < 2:
+            rest.extend(ns)
+            continue
+        out.extend(spread(ns, leaf, seed, max(1, len(ns) // g)))
+    if len(rest) >= 2:
+        out.extend(spread(rest, leaf, seed, max(1, len(rest) // g)))
+    elif rest and out:
+        out[-1] = sorted(out[-1] + rest)
+    return out
 
 
 def by_leaf(nodes: Sequence[str], leaf: Mapping[str, str]) -> list[list[str]]:
@@ -185,7 +217,7 @@ class Localization:
         themselves, that no judged job has placed since: paired with a good node next."""
         if "retest" not in self._memo:
             last: dict[str, NcclOutcome] = {}
-            for r in self.of_phase("group", "pair", "half"):
+            for r in self.of_phase(*LOCAL):
                 for n in r.test.nodes:
                     last[n] = r
             self._memo["retest"] = sorted(
@@ -208,8 +240,61 @@ class Localization:
         return got
 
     def _good(self) -> set[str]:
-        out = {n for r in self.of_phase("group", "pair", "half") if r.passed for n in r.test.nodes}
+        out = {n for r in self.of_phase(*LOCAL) if r.passed for n in r.test.nodes}
         return out - self.down.keys() - self.blamed()
+
+    def leaf_of(self, node: str) -> str:
+        return self.leaf.get(node, "")
+
+    def partner_key(self, subject: str, partner: str | None) -> str:
+        """What a pair's partner stands for: itself on the subject's own leaf (no spine
+        between them), else its leaf (a slow leaf pair fails every pair across it)."""
+        lf = self.leaf_of(partner or "")
+        return f"node {partner}" if lf == self.leaf_of(subject) else f"leaf {lf}"
+
+    def leaves(self) -> list[str]:
+        """The leaves of the whole set's nodes (none when unlabelled or all on one)."""
+        whole = self.whole()
+        got = sorted({self.leaf_of(n) for n in (whole.test.nodes if whole else ())} - {""})
+        return got if len(got) >= 2 else []
+
+    def pair_candidates(self) -> set[Pair] | None:
+        """The leaf pairs a slow link may lie between, from every judged job over nodes known
+        good on several leaves (`leafpairs.narrow`); None until one of them failed (no job
+        has shown a fault between leaves yet)."""
+        return self._pairs()[0] if self._pairs()[1] else None
+
+    def pairs_not_cleared(self) -> set[Pair]:
+        """The leaf pairs no passed job over good nodes held (a fault shown or not)."""
+        return self._pairs()[0]
+
+    def _pairs(self) -> tuple[set[Pair], bool]:
+        if "pairs" not in self._memo:
+            cands = leafpairs.all_pairs(self.leaves())
+            shown = False
+            good = self.good()
+            for r in self.results:
+                if r.test.phase in ("single", "matrix") or not self.judged(r):
+                    continue
+                lvs = {self.leaf_of(n) for n in r.test.nodes}
+                if len(lvs) < 2 or (not r.passed and not set(r.test.nodes) <= good):
+                    continue
+                shown = shown or not r.passed
+                cands = leafpairs.narrow(cands, lvs, not r.passed)
+            self._memo["pairs"] = cands, shown
+        got: tuple[set[Pair], bool] = self._memo["pairs"]
+        return got
+
+    def slow_pair(self) -> Pair | None:
+        """The leaf pair named: the one candidate left after a job showed a fault."""
+        cands = self.pair_candidates()
+        return next(iter(cands)) if cands is not None and len(cands) == 1 else None
+
+    def holds_slow_pair(self, nodes: Sequence[str]) -> bool:
+        """Whether the nodes span the slow leaf pair (not named yet: one of the candidates)."""
+        cands = self.pair_candidates() or set()
+        lvs = {self.leaf_of(n) for n in nodes}
+        return any(a in lvs and b in lvs for a, b in cands)
 
     def pair_failures(self, node: str) -> list[NcclOutcome]:
         """Pairs that failed with `node` as the suspect and a good partner (judged ones)."""
@@ -226,10 +311,11 @@ class Localization:
         return got
 
     def _blamed(self) -> set[str]:
-        partners: dict[str, set[str | None]] = {}
+        partners: dict[str, set[str]] = {}
         for r in self.of_phase("pair"):
             if r.test.subject is not None and not r.passed and self.judged(r):
-                partners.setdefault(r.test.subject, set()).add(r.test.partner)
+                key = self.partner_key(r.test.subject, r.test.partner)
+                partners.setdefault(r.test.subject, set()).add(key)
         return {n for n, ps in partners.items() if len(ps) >= 2}
 
     def suspects(self) -> list[str]:
@@ -270,8 +356,11 @@ class Localization:
             explained = set(self.suspects()) | self.blamed() | self.down.keys()
             self._memo["unexplained"] = [
                 r.test.nodes
-                for r in self.of_phase("whole", "group", "half")
-                if not r.passed and self.judged(r) and not explained & set(r.test.nodes)
+                for r in self.of_phase("whole", "group", "half", "probe")
+                if not r.passed
+                and self.judged(r)
+                and not explained & set(r.test.nodes)
+                and not self.holds_slow_pair(r.test.nodes)
             ]
         got: list[tuple[str, ...]] = self._memo["unexplained"]
         return got
@@ -369,26 +458,48 @@ class NcclLocalizer:
             # past the retries, localization goes on with the rest, as after a failure.
             job = NcclJob("whole", tuple(live))
             return Round(RoundId(WHOLE_ROUND, whole.round.sub + 1), (job,))
-        if self.rounds_used() >= self.max_rounds:
+        used = self.rounds_used()
+        if used >= self.max_rounds + PROBE_EXTRA_ROUNDS:
             return None
         number = max(done) + 1
-        failed = any(not r.passed and loc.judged(r) for r in loc.of_phase("group", "pair"))
         if number == WHOLE_ROUND + 1:
-            jobs = self._groups(live)
-        elif not failed and not loc.retest():
-            jobs = self._halves(live)
-        else:
-            jobs = self._pairs()
+            groups = self._groups(live)
+            return Round(RoundId(number), tuple(groups)) if groups else None
+        jobs: list[NcclJob] = []
+        if used < self.max_rounds:
+            failed = any(not r.passed and loc.judged(r) for r in loc.of_phase("group", "pair"))
+            if failed or loc.retest():
+                jobs = self._pairs()
+            elif not loc.leaves():
+                jobs = self._halves(live)
+        jobs += self._probes({n for j in jobs for n in j.nodes})
         return Round(RoundId(number), tuple(jobs)) if jobs else None
+
+    def _probes(self, busy: set[str]) -> list[NcclJob]:
+        """The fabric step's probes on good nodes no other job of the round holds: the first
+        round's to show whether a fault lies between leaves (every pair in a probe, as far as
+        nodes allow), later ones until one pair is left (see `leafpairs`)."""
+        loc = self.loc
+        leaves = loc.leaves()
+        if not leaves:
+            return []
+        shown = loc.pair_candidates() is not None
+        cands = loc.pairs_not_cleared()
+        if len(cands) <= shown:
+            return []  # named (or none: no fault between leaves, or no one pair explains it)
+        free: dict[str, list[str]] = {}
+        for n in sorted(loc.good() - busy):
+            free.setdefault(loc.leaf_of(n), []).append(n)
+        cap = {lf: len(ns) for lf, ns in free.items()}
+        probes = leafpairs.design(cands, cap, self.seed, cover=not shown)
+        return [NcclJob("probe", g) for g in leafpairs.assign(probes, free)]
 
     def _groups(self, members: Sequence[str]) -> list[NcclJob]:
         g = self.group_nodes or auto_group_nodes(len(members))
-        parts = len(members) // g
-        if parts < 2:
+        groups = leaf_groups(members, self.loc.leaf, self.seed, g)
+        if len(groups) < 2:
             return []  # no smaller group than the whole set: nothing to learn by splitting
-        return [
-            NcclJob("group", tuple(p)) for p in spread(members, self.loc.leaf, self.seed, parts)
-        ]
+        return [NcclJob("group", tuple(p)) for p in groups]
 
     def _halves(self, members: Sequence[str]) -> list[NcclJob]:
         """Every group passed: halves of the smallest failing set, while bigger than a group."""
@@ -410,8 +521,16 @@ class NcclLocalizer:
         busy: set[str] = set()
         jobs = []
         for s in dict.fromkeys(loc.suspects() + loc.retest()):
-            tried = {r.test.partner for r in loc.of_phase("pair") if r.test.subject == s}
-            partner = next((g for g in pool if g not in busy and g not in tried and g != s), None)
+            tried = {loc.partner_key(s, r.test.partner)
+                     for r in loc.of_phase("pair") if r.test.subject == s}  # fmt: skip
+            # its own leaf first (no spine between them), then by leaf name
+            mine = loc.leaf_of(s)
+            own = [g for g in pool if loc.leaf_of(g) == mine]
+            other = [g for g in pool if loc.leaf_of(g) != mine]
+            # the leaf's last good node is kept for the probes when another leaf has one
+            order = own + other if len(own) >= 2 or not other else other + own
+            partner = next((g for g in order if g not in busy and g != s
+                            and loc.partner_key(s, g) not in tried), None)  # fmt: skip
             if partner is None:
                 continue  # waits for a partner a later round clears
             busy.update((s, partner))

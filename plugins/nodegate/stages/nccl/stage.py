@@ -15,7 +15,7 @@ from nodegate.framework.active.skeleton import ActiveStage
 from nodegate.framework.stage import StageContext
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
-from nodegate.stages.fabric.discovered import discovered_cabling
+from nodegate.stages.fabric.discovered import discovered_cabling, discovered_uplinks
 from nodegate.stages.nccl.campaign import NcclCampaign
 from nodegate.stages.nccl.checks import CHECKS, CLEANUP
 from nodegate.stages.nccl.plan import NcclJob
@@ -32,7 +32,9 @@ class NcclStage(ActiveStage[NcclJob]):
         self, name: str, profile: Profile, nodes: list[Node], ctx: StageContext
     ) -> Campaign[NcclJob] | list[Verdict]:
         prof, roce = nccl_profile(profile), roce_settings(profile)
-        return NcclCampaign(name, prof, nodes, ctx.transport, roce, discovered_cabling(ctx.run_dir))
+        run = ctx.run_dir
+        return NcclCampaign(name, prof, nodes, ctx.transport, roce, discovered_cabling(run),
+                            discovered_uplinks(run))  # fmt: skip
 
 
 STAGE = NcclStage()
