@@ -11,11 +11,14 @@ from nodegate.parsers.nccl_tests import (
     NcclTestsFailure,
     NcclTestsResult,
     parse_all_reduce_perf,
+    parse_nccl_perf,
 )
 
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text
 
 ARP = sorted(p.name for p in (CORPUS / "net").glob("all_reduce_perf__*"))
+A2A = "alltoall_perf__a100-sxm4-40gb-8gpu-single-node-g8-old-format-redop-column-empty-superbench.txt"
+ROCE = "nccl_info__roce-cx7-2node-8rank-nccl2.26.2-4hca-gdr-enabled-torchrun-gpt2-full-stdout.txt"
 DEBUG = sorted(p.name for p in (CORPUS / "net").glob("nccl_*"))
 OLD = "all_reduce_perf__a100-40gb-8gpu-single-node-old-format-superbench.txt"
 SSH = "all_reduce_perf__a100-sxm4-40gb-2node-16gpu-oci-roce-mpirun-ssh-warning-line.txt"
@@ -52,7 +55,7 @@ def test_nccl_debug_corpus_expected(name: str) -> None:
 
 
 def test_corpus_counts() -> None:
-    assert (len(ARP), len(DEBUG)) == (7, 3)
+    assert (len(ARP), len(DEBUG)) == (7, 4)
 
 
 def test_old_layout_redop_without_root_and_error_na() -> None:
@@ -127,6 +130,21 @@ def test_out_of_bounds_failed_is_a_failure() -> None:
     text = corpus_text(f"net/{G8}").replace("values : 0 OK", "values : 3 FAILED")
     fail = parse_all_reduce_perf(text)
     assert isinstance(fail, NcclTestsFailure) and fail.kind == "wrong_values"
+    assert fail.message == "# Out of bounds values : 3 FAILED"  # no row says where
+
+
+def test_out_of_bounds_reason_names_the_wrong_counts() -> None:
+    row = "     1048576        262144     float     sum      -1    76.71   13.67   23.92      0"
+    text = corpus_text(f"net/{G8}").replace("values : 0 OK", "values : 5 FAILED")
+    text = text.replace(row + "    77.73", row[:-1] + "2    77.73").replace(
+        "23.61      0", "23.61      3"
+    )
+    fail = parse_all_reduce_perf(text)
+    assert isinstance(fail, NcclTestsFailure) and fail.kind == "wrong_values"
+    assert fail.message == (
+        "# Out of bounds values : 5 FAILED "
+        "(1048576 B: #wrong 2 out-of-place, #wrong 3 in-place)"
+    )
 
 
 def test_crlf_is_tolerated() -> None:
@@ -308,3 +326,97 @@ def test_avg_bus_bandwidth_check_failed_is_a_failure() -> None:
     text = NEW_HEADER.replace("# Avg bus bandwidth    : 0 ", "# Avg bus bandwidth    : 12.5 FAILED")
     got = parse_all_reduce_perf(text)
     assert isinstance(got, NcclTestsFailure) and "Avg bus bandwidth" in got.message
+
+
+# -- each parser knows its collective ---------------------------------------------------------
+
+
+def test_alltoall_with_an_empty_redop_column_is_read_as_alltoall() -> None:
+    got = parse_nccl_perf(corpus_text(f"net/{A2A}"), "alltoall")
+    assert isinstance(got, NcclTestsResult) and got.collective == "alltoall"
+    assert len(got.rows) == 34 and got.avg_busbw_gbytes_s == 58.6481
+    last = got.rows[-1]
+    assert (last.size_bytes, last.count, last.redop, last.root) == (8589934592, 268435456, None, None)
+    assert (last.out_of_place.busbw_gbytes_s, last.in_place.busbw_gbytes_s) == (224.31, 226.16)
+
+
+def test_alltoall_table_read_as_all_reduce_is_refused() -> None:
+    with pytest.raises(ParseError) as exc:
+        parse_all_reduce_perf(corpus_text(f"net/{A2A}"))
+    assert exc.value.tool == "all_reduce_perf"
+    assert str(exc.value) == (
+        "all_reduce_perf: the table's redop column is empty (a collective without reduction: "
+        "all_gather_perf or alltoall_perf), read as all_reduce_perf's"
+    )
+
+
+def test_all_reduce_table_read_as_all_gather_is_refused() -> None:
+    with pytest.raises(ParseError) as exc:
+        parse_nccl_perf(corpus_text(f"net/{H100}"), "all_gather")
+    assert str(exc.value) == (
+        "all_gather_perf: the table reduces (redop sum: all_reduce_perf or "
+        "reduce_scatter_perf), read as all_gather_perf's"
+    )
+
+
+def test_all_reduce_table_read_as_reduce_scatter_is_refused_by_its_counts() -> None:
+    # both reduce (redop sum): the count column tells the whole buffer from one rank's share
+    with pytest.raises(ParseError) as exc:
+        parse_nccl_perf(corpus_text(f"net/{H100}"), "reduce_scatter")
+    assert str(exc.value) == (
+        "reduce_scatter_perf: the count column is the whole buffer (all_reduce_perf's): "
+        "8 B as 2 float, read as reduce_scatter_perf's"
+    )
+
+
+def test_none_redop_read_as_all_reduce_is_refused() -> None:
+    text = NEW_HEADER.replace("# Collective test starting: all_reduce_perf\n", "").replace(
+        "float     sum", "float    none"
+    )
+    with pytest.raises(ParseError, match="redop column is none"):
+        parse_all_reduce_perf(text)
+
+
+@pytest.mark.parametrize("prog", ["all_gather_perf", "alltoall_perf_mpi"])
+def test_collective_test_starting_line_names_another_collective(prog: str) -> None:
+    text = NEW_HEADER.replace("starting: all_reduce_perf", f"starting: {prog}")
+    with pytest.raises(ParseError) as exc:
+        parse_all_reduce_perf(text)
+    assert str(exc.value) == (
+        f"all_reduce_perf: the table is {prog}'s ('# Collective test starting: {prog}'), "
+        "read as all_reduce_perf's"
+    )
+
+
+def test_collective_test_starting_line_of_the_same_collective() -> None:
+    text = NEW_HEADER.replace("starting: all_reduce_perf", "starting: all_reduce_perf_mpi")
+    assert isinstance(parse_all_reduce_perf(text), NcclTestsResult)
+
+
+# -- rank tags and versions -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tag", ["[0] ", "[0]<stdout>:", "[1,0]<stdout>:", "[1,12]<stderr>: "])
+def test_every_rank_tag_shape_is_stripped(tag: str) -> None:
+    plain = corpus_text(f"net/{G8}")
+    tagged = "".join(f"{tag}{line}\n" for line in plain.splitlines())
+    assert parse_all_reduce_perf(tagged) == parse_all_reduce_perf(plain)
+
+
+def test_plain_nccl_version_line_gives_the_version() -> None:
+    for line in (
+        "NCCL version 2.26.2+cuda12.2",
+        "MOC-R4PCC04U05:365593:365593 [0] NCCL INFO NCCL version 2.26.2+cuda12.2",
+    ):
+        got = parse_all_reduce_perf(line + "\n" + corpus_text(f"net/{G8}"))
+        assert isinstance(got, NcclTestsResult) and got.nccl_version == "2.26.2"
+
+
+def test_nccl_tests_version_with_a_git_hash() -> None:
+    text = NEW_HEADER.replace(
+        "# nccl-tests version 2.19.6 nccl-headers=22807 nccl-library=22807",
+        "# nccl-tests version 2.20.0 (3b4c7de) nccl-library=22903",
+    )
+    got = parse_all_reduce_perf(text)
+    assert isinstance(got, NcclTestsResult)
+    assert (got.nccl_version, got.nccl_tests_version) == ("2.29.3", "2.20.0")

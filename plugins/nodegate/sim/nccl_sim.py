@@ -232,7 +232,11 @@ def row(size: int, bw: float, n: int, wrong: int, coll: str = "all_reduce_perf")
     alg = size / (t_us * 1e3) if t_us > 0 else 0.0
     bus = bw if n > 1 else 0.0
     half = f"{t_us:8.1f} {alg:7.2f} {bus:7.2f} {wrong:7d}"
-    return f"{size:12d}  {size // 4:12d}     float  {redop:>6}      -1 {half} {half}"
+    count = size // 4
+    if coll != "all_reduce_perf":  # one rank's share, 16-byte aligned (`*GetCollByteCount`)
+        count = (count // max(n, 1)) & ~3
+        size = count * max(n, 1) * 4  # max(sendBytes, expectedBytes)
+    return f"{size:12d}  {count:12d}     float  {redop:>6}      -1 {half} {half}"
 
 
 def warn(rank: dict[str, Any], text: str) -> None:
