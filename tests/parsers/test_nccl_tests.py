@@ -420,3 +420,79 @@ def test_nccl_tests_version_with_a_git_hash() -> None:
     got = parse_all_reduce_perf(text)
     assert isinstance(got, NcclTestsResult)
     assert (got.nccl_version, got.nccl_tests_version) == ("2.29.3", "2.20.0")
+
+
+# -- what NCCL chose, per host ----------------------------------------------------------------
+
+
+def test_roce_capture_per_host_transport() -> None:
+    facts = parse_nccl_debug(corpus_text(f"net/{ROCE}"))
+    assert facts.nccl_version == "2.26.2"
+    (h,) = facts.per_host
+    assert (h.host, h.nccl_version, h.networks, h.ib_no_device, h.socket_devices) == (
+        "MOC-R4PCC04U05", "2.26.2", ("IB",), False, (),
+    )  # fmt: skip
+    assert [(d.name, d.link) for d in h.ib_devices] == [
+        ("mlx5_2", "RoCE"), ("mlx5_3", "RoCE"), ("mlx5_4", "RoCE"), ("mlx5_5", "RoCE"),
+    ]  # fmt: skip
+    assert h.gdr_hcas == (("mlx5_2", True), ("mlx5_3", True), ("mlx5_4", True), ("mlx5_5", True))
+    assert (h.channel_nets, h.net_channels, h.gdr_channels, h.rings_gdr, h.gdr) == (
+        ("IB",), 64, 64, True, True,
+    )  # fmt: skip
+    # 16 "collnet channels" is nChannels printed twice (init.cc): no CollNet without its lines
+    assert (h.nvls_support, h.coll_channels, h.nvls_channels, h.collnet, h.sharp) == (
+        False, 16, 0, False, False,
+    )  # fmt: skip
+    assert len(h.lines) == 16 and h.lines[0].endswith("NCCL INFO NCCL version 2.26.2+cuda12.2")
+
+
+def test_sharp_devices_per_host() -> None:
+    facts = parse_nccl_debug(corpus_text(f"net/{INFO}"))
+    assert [(h.host, h.networks, h.sharp, h.gdr) for h in facts.per_host] == [
+        ("qh100-gpu19", (), False, None),
+        ("qh100-gpu20", ("IBext",), True, None),
+    ]
+
+
+SOCKET_GDR = (
+    CORPUS.parent
+    / "formats"
+    / "nccl_info__socket-fallback-gpu001-gdr-off-gpu002-nccl2.28-written-from-nccl-source.txt"
+).read_text()
+
+
+def test_socket_fallback_and_gdr_off_per_host() -> None:
+    sock, ib = parse_nccl_debug(SOCKET_GDR).per_host
+    assert (sock.host, sock.networks, sock.ib_no_device, sock.socket_devices) == (
+        "gpu001", ("Socket",), True, ("eth0",),
+    )  # fmt: skip
+    assert (sock.channel_nets, sock.net_channels, sock.gdr, sock.nvls_support) == (
+        ("Socket",), 2, False, True,
+    )  # fmt: skip
+    assert (ib.host, ib.networks, [d.name for d in ib.ib_devices]) == (
+        "gpu002", ("IB",), ["mlx5_0", "mlx5_1"],
+    )  # fmt: skip
+    assert (ib.gdr_hcas, ib.net_channels, ib.gdr_channels, ib.rings_gdr, ib.gdr) == (
+        (("mlx5_0", False), ("mlx5_1", False)), 2, 0, False, False,
+    )  # fmt: skip
+
+
+def test_newer_ib_device_line_with_a_rail_id() -> None:
+    line = (
+        "n1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1:0/IB [1]mlx5_1:1:1/IB [RO]; "
+        "OOB ib0:10.0.0.1<0>\n"
+    )
+    (h,) = parse_nccl_debug(line).per_host
+    assert [(d.name, d.port, d.link) for d in h.ib_devices] == [
+        ("mlx5_0", 1, "IB"), ("mlx5_1", 1, "IB"),
+    ]  # fmt: skip
+
+
+def test_channels_without_gdr_on_one_connection_mean_gdr_off() -> None:
+    text = (
+        "n1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 2[0] [send] via NET/IB/0/GDRDMA\n"
+        "n1:1:2 [1] NCCL INFO Channel 01/0 : 1[1] -> 3[1] [send] via NET/IB/1\n"
+        "n1:1:2 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 1\n"
+    )
+    (h,) = parse_nccl_debug(text).per_host
+    assert (h.net_channels, h.gdr_channels, h.rings_gdr, h.gdr) == (2, 1, True, False)
