@@ -17,7 +17,9 @@ from nodegate.parsers.nccl_tests import (
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text
 
 ARP = sorted(p.name for p in (CORPUS / "net").glob("all_reduce_perf__*"))
-A2A = "alltoall_perf__a100-sxm4-40gb-8gpu-single-node-g8-old-format-redop-column-empty-superbench.txt"
+A2A = (
+    "alltoall_perf__a100-sxm4-40gb-8gpu-single-node-g8-old-format-redop-column-empty-superbench.txt"
+)
 ROCE = "nccl_info__roce-cx7-2node-8rank-nccl2.26.2-4hca-gdr-enabled-torchrun-gpt2-full-stdout.txt"
 DEBUG = sorted(p.name for p in (CORPUS / "net").glob("nccl_*"))
 OLD = "all_reduce_perf__a100-40gb-8gpu-single-node-old-format-superbench.txt"
@@ -142,8 +144,7 @@ def test_out_of_bounds_reason_names_the_wrong_counts() -> None:
     fail = parse_all_reduce_perf(text)
     assert isinstance(fail, NcclTestsFailure) and fail.kind == "wrong_values"
     assert fail.message == (
-        "# Out of bounds values : 5 FAILED "
-        "(1048576 B: #wrong 2 out-of-place, #wrong 3 in-place)"
+        "# Out of bounds values : 5 FAILED (1048576 B: #wrong 2 out-of-place, #wrong 3 in-place)"
     )
 
 
@@ -336,7 +337,12 @@ def test_alltoall_with_an_empty_redop_column_is_read_as_alltoall() -> None:
     assert isinstance(got, NcclTestsResult) and got.collective == "alltoall"
     assert len(got.rows) == 34 and got.avg_busbw_gbytes_s == 58.6481
     last = got.rows[-1]
-    assert (last.size_bytes, last.count, last.redop, last.root) == (8589934592, 268435456, None, None)
+    assert (last.size_bytes, last.count, last.redop, last.root) == (
+        8589934592,
+        268435456,
+        None,
+        None,
+    )
     assert (last.out_of_place.busbw_gbytes_s, last.in_place.busbw_gbytes_s) == (224.31, 226.16)
 
 

@@ -38,9 +38,7 @@ _DEBUG_RE = re.compile(
     r"NCCL (?P<level>INFO|WARN) (?P<msg>.*)$"
 )
 _IB_USING_RE = re.compile(r"^NET/IB : Using (?P<devs>(?:\[\d+\]\S+\s*)+)(?P<rest>.*)$")
-_IB_DEV_RE = re.compile(
-    r"\[(?P<idx>\d+)\](?P<name>[^:\s]+):(?P<port>\d+)(?::\d*)*/(?P<flags>\S+)"
-)
+_IB_DEV_RE = re.compile(r"\[(?P<idx>\d+)\](?P<name>[^:\s]+):(?P<port>\d+)(?::\d*)*/(?P<flags>\S+)")
 _SOCKET_USING_RE = re.compile(r"^NET/Socket : Using(?P<devs>(?: \[\d+\][^:\s]+:\S+)*)\s*$")
 _SOCKET_DEV_RE = re.compile(r"\[\d+\](?P<name>[^:\s]+):")
 _VERSION_RE = re.compile(r"^NCCL version (?P<v>\d+\.\d+\.\d+)\S*")

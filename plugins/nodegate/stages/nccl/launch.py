@@ -45,6 +45,22 @@ from nodegate.transport.process import (
 from nodegate.transport.script import command_line
 
 SRUN_GRACE_S = 5.0  # after srun's second SIGINT, before SIGKILL
+DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+# NCCL_DEBUG=INFO from every rank of a large job would pass the output cap (8 MiB a stream):
+# mpirun's stdout goes through this filter on the launching node, which keeps every line that
+# is not NCCL INFO (the table, failures, WARN) and, per host, DEBUG_KEEP lines of each kind the
+# transport check reads (parsers/nccl_debug.py) -- GPU Direct RDMA per HCA, channels with and
+# without GDRDMA apart -- and drops the other INFO lines: a few KiB per node, whatever its ranks.
+DEBUG_KEEP = 3
+DEBUG_FILTER = (
+    "awk -v keep=" + str(DEBUG_KEEP) + " '"
+    "/ NCCL INFO / { if (match($0, /NCCL version|Using network [^ ]+|NET\\/IB : (Using|No device)|"
+    "NET\\/Socket : Using|GPU Direct RDMA [A-Za-z]+ for HCA [0-9]+|via NET\\/[A-Za-z]+|"
+    "via COLLNET|Connected CollNet|coll channels|NVLS multicast|Connected all rings/)) { "
+    'k = substr($1, 1, index($1, ":")) SUBSEP substr($0, RSTART, RLENGTH) '
+    'SUBSEP (index($0, "/GDRDMA") > 0); if (n[k]++ < keep) { print; fflush() } } next } '
+    "{ print; fflush() }'"
+)
 SLACK_S = 15.0  # launcher start-up beyond the job's own deadline
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a name placed in the script as written
 
@@ -71,11 +87,15 @@ def job_env(
     prof: NcclProfile, extra: Mapping[str, str], comm_id: str, job: NcclJob | None = None
 ) -> dict[str, str]:
     """NCCL_*/UCX_* for every rank: the profile's, the RoCE settings, the bootstrap root;
-    NCCL_ALGO=Ring for the matrix's two-node scale (NCCL's default there can beat the net)."""
+    NCCL_ALGO=Ring for the matrix's two-node scale (NCCL's default there can beat the net);
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET when the profile asserts a transport (the lines
+    `nccl.transport` reads: every one of them is INIT or NET, parsers/nccl_debug.py)."""
     env = dict(prof.env)
     env.update(extra)
     if job is not None and job.scale == "two_node_ring":
         env["NCCL_ALGO"] = "Ring"
+    if prof.transport is not None:
+        env.update(DEBUG_ENV)
     env["NCCL_COMM_ID"] = comm_id
     return dict(sorted(env.items()))
 
@@ -119,11 +139,17 @@ def mpirun_script(
     for name in [*env, SPAWN_ENV]:
         argv += ["-x", name]
     argv += [*prof.mpirun_args, *perf_argv(prof, job)]
+    filtered = prof.transport is not None  # NCCL_DEBUG=INFO: through DEBUG_FILTER, rc kept
     script: list[Part] = [
         Shell(
             'hf=$(mktemp "${TMPDIR:-/tmp}/nodegate-nccl-hosts.XXXXXX") || exit 70\n'
-            "trap 'rm -f \"$hf\"' EXIT\n"
-            "trap 'exit 143' TERM INT\n"
+            + (
+                'rcf=$(mktemp "${TMPDIR:-/tmp}/nodegate-nccl-rc.XXXXXX") || exit 70\n'
+                'trap \'rm -f "$hf" "$rcf"\' EXIT\n'
+                if filtered
+                else "trap 'rm -f \"$hf\"' EXIT\n"
+            )
+            + "trap 'exit 143' TERM INT\n"
             "printf '%s\\n' "
         ),
         *(f"{a} slots={rpn}" for a in hosts),
@@ -135,6 +161,9 @@ def mpirun_script(
         if not _ENV_NAME.fullmatch(k):  # the schema allows (NCCL|UCX)_[A-Z0-9_]+ only
             raise ValueError(f"not an environment variable name: {k!r}")
         script += [Shell(f"{k}="), v, Shell(f"; export {k}\n")]
+    if filtered:
+        tail = Shell(f'; echo $? > "$rcf"; }} | {DEBUG_FILTER}\nexit "$(cat "$rcf")"\n')
+        return (*script, Shell("{ "), *argv, tail)
     return (*script, *argv)
 
 

@@ -1,5 +1,6 @@
-"""Reading what one nccl-tests job left (all_reduce_perf, or its collective's binary): sanity (did it run to its footer, did every rank
-agree, is the data right) before performance (busbw at the judged size, the sweep's average).
+"""Reading what one nccl-tests job left (all_reduce_perf, or its collective's binary): sanity
+(did it run to its footer, did every rank agree, is the data right) before performance (busbw
+at the judged size, the sweep's average), and what NCCL chose on each node (NCCL_DEBUG lines).
 
 A job that timed out, exited non-zero, printed an NCCL/CUDA failure or WARN, or stopped before
 the `# Avg bus bandwidth` footer is a tool error (ERROR), never a low number. Wrong data
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from nodegate.core.errors import ParseError
 from nodegate.framework.active.campaign import Execution
-from nodegate.parsers.nccl_debug import parse_nccl_debug
+from nodegate.parsers.nccl_debug import NcclHostTransport, parse_nccl_debug
 from nodegate.parsers.nccl_tests import (
     NcclTestsFailure,
     NcclTestsResult,
@@ -36,6 +37,8 @@ class JobReading:
     error: str | None = None  # a tool error: ERROR
     corrupt: str | None = None  # wrong data: FAIL whatever the bandwidth
     ranks: int | None = None
+    # What NCCL chose on each node of the job (NCCL_DEBUG=INFO lines), by node name.
+    transport: Mapping[str, NcclHostTransport] = field(default_factory=dict)
 
 
 def read_job(
@@ -80,7 +83,29 @@ def read_job(
             return JobReading(None, None, None, f"wrong data: {parsed.message}")
         why = failure_text(parsed, text)
         return JobReading(None, None, f"{died}; {why}" if died else why)
-    return _complete(parsed, r, message_bytes, ranks)
+    reading = _complete(parsed, r, message_bytes, ranks)
+    return replace(reading, transport=transport_by_node(parsed, text, nodes, ranks))
+
+
+def transport_by_node(
+    parsed: NcclTestsResult, text: str, nodes: Sequence[str], ranks: int
+) -> dict[str, NcclHostTransport]:
+    """Each node's NCCL_DEBUG facts: the hostname NCCL prints mapped to the job's node by the
+    rank table (ranks fill the nodes in order, `ppr:N:node` / `--ntasks-per-node`), else by
+    name (the node, or its short name); hosts that map to no node are left out."""
+    try:
+        debug = parse_nccl_debug(text)
+    except ParseError:  # no NCCL_DEBUG line at all
+        return {}
+    per = max(1, ranks // max(1, len(nodes)))
+    by_host = {r.host: nodes[r.rank // per] for r in parsed.ranks if r.rank // per < len(nodes)}
+    short = {n.split(".")[0]: n for n in nodes}
+    out = {}
+    for h in debug.per_host:
+        node = by_host.get(h.host) or short.get(h.host.split(".")[0])
+        if node is not None:
+            out[node] = h
+    return out
 
 
 def _complete(
