@@ -346,33 +346,32 @@ def test_alltoall_with_an_empty_redop_column_is_read_as_alltoall() -> None:
     assert (last.out_of_place.busbw_gbytes_s, last.in_place.busbw_gbytes_s) == (224.31, 226.16)
 
 
-def test_alltoall_table_read_as_all_reduce_is_refused() -> None:
-    with pytest.raises(ParseError) as exc:
-        parse_all_reduce_perf(corpus_text(f"net/{A2A}"))
-    assert exc.value.tool == "all_reduce_perf"
-    assert str(exc.value) == (
+REFUSED = {
+    "alltoall-as-all_reduce": (
+        A2A, "all_reduce",
         "all_reduce_perf: the table's redop column is empty (a collective without reduction: "
-        "all_gather_perf or alltoall_perf), read as all_reduce_perf's"
-    )
-
-
-def test_all_reduce_table_read_as_all_gather_is_refused() -> None:
-    with pytest.raises(ParseError) as exc:
-        parse_nccl_perf(corpus_text(f"net/{H100}"), "all_gather")
-    assert str(exc.value) == (
+        "all_gather_perf or alltoall_perf), read as all_reduce_perf's",
+    ),
+    "all_reduce-as-all_gather": (
+        H100, "all_gather",
         "all_gather_perf: the table reduces (redop sum: all_reduce_perf or "
-        "reduce_scatter_perf), read as all_gather_perf's"
-    )
-
-
-def test_all_reduce_table_read_as_reduce_scatter_is_refused_by_its_counts() -> None:
+        "reduce_scatter_perf), read as all_gather_perf's",
+    ),
     # both reduce (redop sum): the count column tells the whole buffer from one rank's share
-    with pytest.raises(ParseError) as exc:
-        parse_nccl_perf(corpus_text(f"net/{H100}"), "reduce_scatter")
-    assert str(exc.value) == (
+    "all_reduce-as-reduce_scatter": (
+        H100, "reduce_scatter",
         "reduce_scatter_perf: the count column is the whole buffer (all_reduce_perf's): "
-        "8 B as 2 float, read as reduce_scatter_perf's"
-    )
+        "8 B as 2 float, read as reduce_scatter_perf's",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_another_collective_s_table_is_refused_naming_both(case: str) -> None:
+    name, collective, message = REFUSED[case]
+    with pytest.raises(ParseError) as exc:
+        parse_nccl_perf(corpus_text(f"net/{name}"), collective)
+    assert (exc.value.tool, str(exc.value)) == (f"{collective}_perf", message)
 
 
 def test_none_redop_read_as_all_reduce_is_refused() -> None:

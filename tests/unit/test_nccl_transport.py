@@ -4,6 +4,7 @@ environment and its output filter (bounded, the rc kept)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import subprocess
 from pathlib import Path
@@ -14,7 +15,7 @@ from nodegate.core.values import Status, Verdict
 from nodegate.parsers.nccl_debug import NcclHostTransport, parse_nccl_debug
 from nodegate.profiles import ProfileLibrary
 from nodegate.stages.nccl.checks import TRANSPORT, Judge
-from nodegate.stages.nccl.launch import DEBUG_FILTER, job_env, mpirun_script
+from nodegate.stages.nccl.launch import DEBUG_FILTER, job_env, mpirun_script, run_srun
 from nodegate.stages.nccl.plan import NcclOutcome
 from nodegate.stages.nccl.profile import Transport, nccl_profile
 from nodegate.stages.nccl.results import JobReading
@@ -222,3 +223,25 @@ def test_the_filter_keeps_what_the_parser_needs_and_the_launcher_s_rc(tmp_path) 
         if f.name not in skip:
             assert getattr(cut, f.name) == getattr(full, f.name), f.name
     assert (cut.net_channels, cut.gdr_channels, cut.gdr) == (3, 3, True)
+
+
+def test_srun_s_stdout_goes_through_the_same_filter_on_the_controller(
+    tmp_path, monkeypatch
+) -> None:
+    capture = tmp_path / "capture.txt"
+    capture.write_text(corpus_text(ROCE))
+    fake = tmp_path / "srun"
+    fake.write_text(f"#!/bin/sh\ncat {capture}\necho 'srun: error: task 0: Exited' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    prof = nccl_profile(ProfileLibrary([REPO / "inventories" / "profiles"]).get("generic-hgx-h100"))
+    on = dataclasses.replace(prof, transport=IB_GDR, launcher="srun")
+    off = dataclasses.replace(on, transport=None)
+    got = {}
+    for name, p in (("on", on), ("off", off)):
+        run = asyncio.run(run_srun(p, ["gpu001"], {}, 30, object()))  # type: ignore[arg-type]
+        r = run.sides[0].result
+        assert r is not None and (r.rc, r.stderr) == (3, "srun: error: task 0: Exited\n")
+        got[name] = r.stdout
+    assert got["off"] == corpus_text(ROCE)
+    assert len(got["on"].splitlines()) == 70

@@ -143,13 +143,8 @@ def mpirun_script(
     script: list[Part] = [
         Shell(
             'hf=$(mktemp "${TMPDIR:-/tmp}/nodegate-nccl-hosts.XXXXXX") || exit 70\n'
-            + (
-                'rcf=$(mktemp "${TMPDIR:-/tmp}/nodegate-nccl-rc.XXXXXX") || exit 70\n'
-                'trap \'rm -f "$hf" "$rcf"\' EXIT\n'
-                if filtered
-                else "trap 'rm -f \"$hf\"' EXIT\n"
-            )
-            + "trap 'exit 143' TERM INT\n"
+            "trap 'rm -f \"$hf\"' EXIT\n"
+            "trap 'exit 143' TERM INT\n"
             "printf '%s\\n' "
         ),
         *(f"{a} slots={rpn}" for a in hosts),
@@ -161,9 +156,9 @@ def mpirun_script(
         if not _ENV_NAME.fullmatch(k):  # the schema allows (NCCL|UCX)_[A-Z0-9_]+ only
             raise ValueError(f"not an environment variable name: {k!r}")
         script += [Shell(f"{k}="), v, Shell(f"; export {k}\n")]
-    if filtered:
-        tail = Shell(f'; echo $? > "$rcf"; }} | {DEBUG_FILTER}\nexit "$(cat "$rcf")"\n')
-        return (*script, Shell("{ "), *argv, tail)
+    if filtered:  # mpirun's status through fd 4, its filtered stdout through fd 3
+        tail = Shell(f'; echo $? >&4; }} | {DEBUG_FILTER} >&3; }} 4>&1)\nexit "$rc"\n')
+        return (*script, Shell("exec 3>&1\nrc=$({ { "), *argv, tail)
     return (*script, *argv)
 
 
@@ -222,24 +217,45 @@ async def run_srun(
     if isinstance(spawn, SpawnScope):
         spawn.ledger.watch(nodes, [tag])  # the ranks carry the tag: the stray check looks
     t0 = time.monotonic()
+    # NCCL_DEBUG=INFO: srun's stdout through DEBUG_FILTER on the controller (as mpirun's on
+    # its node), which reads from a pipe srun writes; srun's own status and stderr unchanged.
+    flt, wfd = None, None
     try:
+        if prof.transport is not None:
+            rfd, wfd = os.pipe()
+            try:
+                flt = await asyncio.create_subprocess_exec(
+                    "sh", "-c", DEBUG_FILTER, stdin=rfd, stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+                )  # fmt: skip
+            finally:
+                os.close(rfd)
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE if wfd is None else wfd,
             stderr=asyncio.subprocess.PIPE,
             env={**os.environ, **env, SPAWN_ENV: tag},
             start_new_session=True,
         )
     except OSError as exc:
         why = f"srun could not start on the controller: {exc}"
+        if wfd is not None:
+            os.close(wfd)
+            wfd = None
+            if flt is not None:
+                await flt.wait()  # at the pipe's end
         return Execution((Side(nodes[0], "srun", cmd, None, why),), why)
+    finally:
+        if wfd is not None:
+            os.close(wfd)  # srun holds its copy: the filter ends when srun does
     timed_out = killed = False
     overflow: list[str] = []  # what the ranks printed is kept up to the cap, like a spawn's
     full = asyncio.Event()
-    assert proc.stdout is not None and proc.stderr is not None
+    stdout = proc.stdout if flt is None else flt.stdout
+    assert stdout is not None and proc.stderr is not None
     readers = asyncio.gather(
-        _drain(proc.stdout, "stdout", overflow, full), _drain(proc.stderr, "stderr", overflow, full)
+        _drain(stdout, "stdout", overflow, full), _drain(proc.stderr, "stderr", overflow, full)
     )
     stopper = asyncio.ensure_future(full.wait())
     try:
@@ -252,6 +268,8 @@ async def run_srun(
             await stop_srun(proc, name)
         out, err = await asyncio.wait_for(readers, SRUN_GRACE_S * 2)  # EOF once srun is gone
         await proc.wait()
+        if flt is not None:
+            await flt.wait()
     except BaseException:
         await asyncio.shield(stop_srun(proc, name))
         readers.cancel()
