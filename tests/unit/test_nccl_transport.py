@@ -62,25 +62,27 @@ def test_profile_section_typed_and_bad_values_name_the_key() -> None:
 
 def test_transport_needs_its_source(tmp_path) -> None:
     (tmp_path / "x.yaml").write_text(
-        "name: x\ndescription: x\nextends: generic-hgx-h100\n"
+        "name: x\ndescription: x\nextends: nd-h100-v5\n"
         "nccl: {transport: {net: [IB], gdr: required}}\n"
     )
     lib = ProfileLibrary([tmp_path, REPO / "inventories" / "profiles"])
     with pytest.raises(ConfigError, match=r"nccl\.transport has no source"):
         nccl_profile(lib.get("x"))
+    got = nccl_profile(lib.get("generic-hgx-h100")).transport  # the demo's: cited
+    assert got == Transport(("IB",), "required", "any", "any")
 
 
 def test_socket_fallback_and_gdr_off_are_findings_naming_the_part() -> None:
     h = hosts(SOCKET_GDR)
     assert findings(h["gpu001"], IB_GDR) == (
         [Finding("nccl/net", "NCCL used NET/Socket over eth0 after NET/IB found no device (the "
-                 "profile allows IB)")],
+                 "profile allows IB)", "net")],
         [],
     )  # fmt: skip
     assert findings(h["gpu002"], IB_GDR) == (
         [Finding("mlx5_0", "GPU Direct RDMA Disabled for HCA mlx5_0, mlx5_1; 2 NET channel "
                  "line(s) without GDRDMA; rings connected with GDR 0 (the profile requires GPU "
-                 "Direct RDMA)")],
+                 "Direct RDMA)", "gdr")],
         [],
     )  # fmt: skip
     # a profile that allows sockets and any GDR finds nothing wrong with either
@@ -92,18 +94,18 @@ def test_the_roce_capture_against_each_expectation() -> None:
     (h,) = parse_nccl_debug(corpus_text(ROCE)).per_host
     assert findings(h, IB_GDR) == ([], [])
     assert findings(h, Transport(("IBext",))) == (
-        [Finding("nccl/net", "NCCL used NET/IB (the profile allows IBext)")], [],
+        [Finding("nccl/net", "NCCL used NET/IB (the profile allows IBext)", "net")], [],
     )  # fmt: skip
     assert findings(h, Transport(("IB",), nvls="expected", collnet="expected")) == (
         [Finding("nccl/nvls", "NVLS multicast support is not available (the profile expects "
-                 "NVLS)"),
+                 "NVLS)", "nvls"),
          Finding("nccl/collnet", "no CollNet channel and no SHARP device (the profile expects "
-                 "CollNet/SHARP)")],
+                 "CollNet/SHARP)", "collnet")],
         [],
     )  # fmt: skip
     assert findings(h, Transport(("IB",), hcas=("mlx5_0", "mlx5_2"))) == (
         [Finding("mlx5_0", "NCCL did not use mlx5_0 (NET/IB : Using mlx5_2, mlx5_3, mlx5_4, "
-                 "mlx5_5)")],
+                 "mlx5_5)", "hcas")],
         [],
     )  # fmt: skip
 
@@ -111,11 +113,12 @@ def test_the_roce_capture_against_each_expectation() -> None:
 def test_lines_that_do_not_say_are_unknown_not_a_pass() -> None:
     (h,) = parse_nccl_debug("n1:1:2 [0] NCCL INFO cudaDriverVersion 12020\n").per_host
     assert findings(h, IB_GDR) == (
-        [], [Finding("nccl/net", "no NCCL_DEBUG line says which network NCCL used")],
+        [], [Finding("nccl/net", "no NCCL_DEBUG line says which network NCCL used", "net")],
     )  # fmt: skip
     (h,) = parse_nccl_debug("n1:1:2 [0] NCCL INFO Using network IB\n").per_host
     assert findings(h, IB_GDR) == (
-        [], [Finding("nccl/gdr", "no NCCL_DEBUG line says whether GPU Direct RDMA was used")],
+        [],
+        [Finding("nccl/gdr", "no NCCL_DEBUG line says whether GPU Direct RDMA was used", "gdr")],
     )  # fmt: skip
 
 
@@ -161,6 +164,8 @@ def test_verdicts_blame_each_host_not_the_job() -> None:
         "found no device (the profile allows IB) [" + " | ".join(h["gpu001"].lines[:6]) + "]"
     )
     assert v["gpu003"].evidence == ("raw/gpu003/nccl.json#r2-whole-8",)
+    assert str(v["gpu003"].remediation).startswith("NCCL fell off the allowed network")
+    assert str(v["gpu005"].remediation).startswith("GPU Direct RDMA is off")
     assert v["gpu005"].message.startswith(
         "whole-8 (round 2) on host gpu005: mlx5_0: GPU Direct RDMA Disabled for HCA mlx5_0, "
         "mlx5_1; 2 NET channel line(s) without GDRDMA; rings connected with GDR 0"
@@ -239,7 +244,7 @@ def test_srun_s_stdout_goes_through_the_same_filter_on_the_controller(
     off = dataclasses.replace(on, transport=None)
     got = {}
     for name, p in (("on", on), ("off", off)):
-        run = asyncio.run(run_srun(p, ["gpu001"], {}, 30, object()))  # type: ignore[arg-type]
+        run = asyncio.run(run_srun(p, ["gpu001"], {}, 30, object()))
         r = run.sides[0].result
         assert r is not None and (r.rc, r.stderr) == (3, "srun: error: task 0: Exited\n")
         got[name] = r.stdout

@@ -157,9 +157,9 @@ class Judge:
                 why = "; ".join(f"{f.component}: {f.reason}" for f in bad)
                 lines = " | ".join(facts.lines[:6])
                 msg = f"{o.test.key} (round {o.round.label}) on host {facts.host}: {why} [{lines}]"
-                hint = _TRANSPORT_HINT.get(bad[0].component.split("/")[-1], _TRANSPORT_HINT["hca"])
                 return Verdict(TRANSPORT.id, node, Status.FAIL, bad[0].component, message=msg,
-                               remediation=hint, evidence=self.refs(o, node))  # fmt: skip
+                               remediation=_TRANSPORT_HINT[bad[0].kind],
+                               evidence=self.refs(o, node))  # fmt: skip
             if missing:
                 unknown = unknown or (o, [f"{f.component}: {f.reason}" for f in missing])
             else:
@@ -449,7 +449,7 @@ _TRANSPORT_HINT = {
     "GPU-HCA path",
     "nvls": "NVLS is off: check the fabric manager and NVSwitch (stage pcie_gpu)",
     "collnet": "CollNet/SHARP is off: check the SHARP plugin and the aggregation manager",
-    "hca": "NCCL did not use the HCA the profile names: check the HCA (GPU Direct RDMA, link) "
+    "hcas": "NCCL did not use the HCA the profile names: check the HCA (GPU Direct RDMA, link) "
     "and NCCL_IB_HCA",
 }
 

@@ -24,12 +24,13 @@ class Finding:
 
     component: str  # `nccl/net`, an HCA (`mlx5_3`), `nccl/gdr`, `nccl/nvls`, `nccl/collnet`
     reason: str
+    kind: str  # what the profile asks: `net`, `gdr`, `nvls`, `collnet`, `hcas`
 
 
 def _net(h: NcclHostTransport, policy: Transport) -> tuple[list[Finding], list[Finding]]:
     used = list(dict.fromkeys([*h.channel_nets, *h.networks]))
     if not used:
-        return [], [Finding("nccl/net", "no NCCL_DEBUG line says which network NCCL used")]
+        return [], [Finding("nccl/net", "no NCCL_DEBUG line says which network NCCL used", "net")]
     bad = [n for n in used if n not in policy.net]
     if not bad:
         return [], []
@@ -38,12 +39,13 @@ def _net(h: NcclHostTransport, policy: Transport) -> tuple[list[Finding], list[F
         why += f" over {', '.join(h.socket_devices)}"
     if h.ib_no_device:
         why += " after NET/IB found no device"
-    return [Finding("nccl/net", f"{why} (the profile allows {', '.join(policy.net)})")], []
+    return [Finding("nccl/net", f"{why} (the profile allows {', '.join(policy.net)})", "net")], []
 
 
 def _gdr(h: NcclHostTransport) -> tuple[list[Finding], list[Finding]]:
     if h.gdr is None:
-        return [], [Finding("nccl/gdr", "no NCCL_DEBUG line says whether GPU Direct RDMA was used")]
+        said = "no NCCL_DEBUG line says whether GPU Direct RDMA was used"
+        return [], [Finding("nccl/gdr", said, "gdr")]
     if h.gdr:
         return [], []
     off = [hca for hca, on in h.gdr_hcas if not on]
@@ -54,8 +56,35 @@ def _gdr(h: NcclHostTransport) -> tuple[list[Finding], list[Finding]]:
         parts.append(f"{h.net_channels - h.gdr_channels} NET channel line(s) without GDRDMA")
     if h.rings_gdr is False:
         parts.append("rings connected with GDR 0")
-    return [Finding(off[0] if off else "nccl/gdr", "; ".join(parts) + " (the profile requires "
-                    "GPU Direct RDMA)")], []  # fmt: skip
+    why = "; ".join(parts) + " (the profile requires GPU Direct RDMA)"
+    return [Finding(off[0] if off else "nccl/gdr", why, "gdr")], []
+
+
+def _hcas(h: NcclHostTransport, policy: Transport) -> tuple[list[Finding], list[Finding]]:
+    used = {d.name for d in h.ib_devices}
+    if not used:
+        return [], [Finding("nccl/net", "no NET/IB device line", "hcas")]
+    missing = [x for x in policy.hcas if x not in used]
+    if not missing:
+        return [], []
+    why = f"NCCL did not use {', '.join(missing)} (NET/IB : Using {', '.join(sorted(used))})"
+    return [Finding(missing[0], why, "hcas")], []
+
+
+def _nvls(h: NcclHostTransport) -> tuple[list[Finding], list[Finding]]:
+    if h.nvls_support is None:
+        return [], [Finding("nccl/nvls", "no 'NVLS multicast support' line", "nvls")]
+    if h.nvls_support and h.nvls_channels != 0:
+        return [], []
+    why = "NVLS multicast support is not available" if not h.nvls_support else "0 nvls channels"
+    return [Finding("nccl/nvls", f"{why} (the profile expects NVLS)", "nvls")], []
+
+
+def _collnet(h: NcclHostTransport) -> tuple[list[Finding], list[Finding]]:
+    if h.collnet or h.sharp:
+        return [], []
+    why = "no CollNet channel and no SHARP device (the profile expects CollNet/SHARP)"
+    return [Finding("nccl/collnet", why, "collnet")], []
 
 
 def findings(h: NcclHostTransport, policy: Transport) -> tuple[list[Finding], list[Finding]]:
@@ -63,24 +92,10 @@ def findings(h: NcclHostTransport, policy: Transport) -> tuple[list[Finding], li
     bad, unknown = _net(h, policy)
     if bad or unknown:  # off the allowed network or not saying: the rest follows from it
         return bad, unknown
-    if policy.hcas:
-        used = {d.name for d in h.ib_devices}
-        if not used:
-            unknown.append(Finding("nccl/net", "no NET/IB device line"))
-        elif missing := [x for x in policy.hcas if x not in used]:
-            bad.append(Finding(missing[0], f"NCCL did not use {', '.join(missing)} (NET/IB : "
-                               f"Using {', '.join(sorted(used))})"))  # fmt: skip
-    if policy.gdr == "required":
-        b, u = _gdr(h)
-        bad, unknown = bad + b, unknown + u
-    if policy.nvls == "expected":
-        if h.nvls_support is None:
-            unknown.append(Finding("nccl/nvls", "no 'NVLS multicast support' line"))
-        elif not h.nvls_support or h.nvls_channels == 0:
-            why = ("NVLS multicast support is not available" if not h.nvls_support
-                   else "0 nvls channels")  # fmt: skip
-            bad.append(Finding("nccl/nvls", f"{why} (the profile expects NVLS)"))
-    if policy.collnet == "expected" and not (h.collnet or h.sharp):
-        bad.append(Finding("nccl/collnet", "no CollNet channel and no SHARP device (the "
-                           "profile expects CollNet/SHARP)"))  # fmt: skip
-    return bad, unknown
+    asked = [
+        _hcas(h, policy) if policy.hcas else ([], []),
+        _gdr(h) if policy.gdr == "required" else ([], []),
+        _nvls(h) if policy.nvls == "expected" else ([], []),
+        _collnet(h) if policy.collnet == "expected" else ([], []),
+    ]
+    return [f for b, _ in asked for f in b], [f for _, u in asked for f in u]
