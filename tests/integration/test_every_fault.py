@@ -112,8 +112,10 @@ def test_every_fail_reason_shows_observed_and_expected(sim_fleet: Any) -> None:
     # A new fault kind is added here too; RoCE faults need a RoCE fleet (test_roce_fleet),
     # slurmd_down a fleet with Slurm (test_sim_slurm, test_admission_slurm); nccl faults are
     # localized in their own fleets (test_nccl_fleet).
-    # The nccl stage's fabric faults (spine_slow, leaf_uplink_down) are judged by its matrix.
-    nccl = {k for k in known_faults() if k.startswith("nccl_")} | {"spine_slow", "leaf_uplink_down"}
+    # The nccl stage's fabric faults (spine_slow, leaf_uplink_down) are judged by its matrix,
+    # gdr_off (and nccl_socket_fallback) by nccl.transport in the matrix's fleet test.
+    nccl = {k for k in known_faults() if k.startswith("nccl_")}
+    nccl |= {"spine_slow", "leaf_uplink_down", "gdr_off"}
     # The fabric's faults are judged by the fabric stage's own fleet tests (issue 22).
     fabric = set(FABRIC_FAULTS)
     # The fabric under load's faults are blamed by the traffic stage's fleet tests (issue 23).

@@ -35,10 +35,11 @@ def write_profile(
     launcher: str = "mpirun",
     ranks: int = 2,
     matrix: dict[str, Any] | None = None,
+    transport: dict[str, Any] | None = None,
 ) -> Path:
     """A test profile over generic-hgx-h100: 2 ranks per node, a short sweep, the fleet's
     ssh_config for mpirun's remote starts, Open MPI's traffic on loopback; no collective
-    matrix unless `matrix` is given."""
+    matrix unless `matrix` is given, no transport asserted unless `transport` is."""
     d = fleet.tmp / "profiles"
     d.mkdir(exist_ok=True)
     agent = f"ssh -F {fleet.fleet.root / 'ssh_config'} -p 2222"
@@ -67,8 +68,11 @@ def write_profile(
             },
             "srun": {"mpi": "none"},
             "matrix": matrix,
+            "transport": transport,
         },
     }
+    if transport is not None:
+        doc["sources"] = {"nccl.transport": "IB with GPU Direct RDMA on every rail: the test"}
     (d / f"{PROFILE}.yaml").write_text(yaml.safe_dump(doc))
     return d
 
@@ -394,16 +398,46 @@ def test_matrix_names_a_slow_node_and_a_leaf_s_uplinks_rejecting_only_the_node(s
     short of half its uplinks (alltoall over leaf01+leaf02 and the whole set halve; all_reduce
     keeps its rate), the spine between leaf03 and leaf04 slow (every collective over both
     halves; localization's probes name the pair in the rounds that name gpu002): the
-    uplinks and the pair are repair-list items over the nodes behind them, no node but
-    gpu002 rejected."""
-    faults: dict[str, Any] = {"gpu002": [{"nccl_slow": "all"}], "gpu006": ["leaf_uplink_down"]}
-    faults.update({n: [{"spine_slow": "leaf04"}] for n in nodes(12)[8:]})  # leaf03's nodes
+    uplinks and the pair are repair-list items over the nodes behind them; gpu011 falls back
+    to sockets and gpu015 runs without GPU Direct RDMA, both at full bandwidth (only their
+    NCCL_DEBUG lines tell): each fails nccl.transport alone; no node but these three rejected."""
+    faults: dict[str, Any] = {
+        "gpu002": [{"nccl_slow": "all"}],
+        "gpu006": ["leaf_uplink_down"],
+        "gpu011": ["nccl_socket_fallback"],
+        "gpu015": ["gdr_off"],
+    }
+    for n in nodes(12)[8:]:  # leaf03's nodes
+        faults.setdefault(n, []).append({"spine_slow": "leaf04"})
     model = nccl_model(16, faults, racks={"nodes_per_rack": 4})
     fleet = sim_fleet(model)
-    run = run_nccl(fleet, matrix=MATRIX)
+    run = run_nccl(fleet, matrix=MATRIX, transport={"net": ["IB"], "gdr": "required"})
     assert run.rc == 1, run.stdout
     fail = {"gpu002": "fail"}
-    assert_only(run, 16, {"nccl.whole.busbw": fail, "nccl.localized": fail})
+    transport = {"gpu011": "fail", "gpu015": "fail"}
+    assert_only(
+        run, 16, {"nccl.whole.busbw": fail, "nccl.localized": fail, "nccl.transport": transport}
+    )
+    # per host, not per job: the two nodes fail nccl.transport alone, with their parts
+    tv = verdicts(run, "nccl.transport")
+    assert statuses(run, "nccl.transport") == only(16, transport)
+    assert {n: tv[n]["component"] for n in transport} == {"gpu011": "nccl/net", "gpu015": "mlx5_0"}
+    assert tv["gpu011"]["message"].startswith(
+        "whole-16 (round 2) on host gpu011: nccl/net: NCCL used NET/Socket over eth0 after "
+        "NET/IB found no device (the profile allows IB) [gpu011:"
+    ), tv["gpu011"]["message"]
+    assert "NCCL INFO Using network Socket" in tv["gpu011"]["message"]
+    assert tv["gpu015"]["message"].startswith(
+        "whole-16 (round 2) on host gpu015: mlx5_0: GPU Direct RDMA Disabled for HCA mlx5_0, "
+        "mlx5_1; 2 NET channel line(s) without GDRDMA; rings connected with GDR 0 (the "
+        "profile requires GPU Direct RDMA) [gpu015:"
+    ), tv["gpu015"]["message"]
+    assert tv["gpu001"]["message"].startswith(
+        "NET/IB over mlx5_0, mlx5_1, GPU Direct RDMA on, NVLS available (whole-16, round 2; "
+    ), tv["gpu001"]["message"]
+    failing = {(v["node"], v["check"]) for v in run.verdicts["verdicts"] if v["status"] == "fail"}
+    assert failing == {("gpu002", "nccl.whole.busbw"), ("gpu002", "nccl.localized"),
+                       ("gpu011", "nccl.transport"), ("gpu015", "nccl.transport")}  # fmt: skip
     plan = doc(run, "plan")
     assert plan["matrix"] == {
         "collectives": ["all_reduce", "alltoall"], "scales": ["leaf", "leaves", "whole"],

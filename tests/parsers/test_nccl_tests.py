@@ -11,11 +11,16 @@ from nodegate.parsers.nccl_tests import (
     NcclTestsFailure,
     NcclTestsResult,
     parse_all_reduce_perf,
+    parse_nccl_perf,
 )
 
 from tests.parsers.conftest import CORPUS, check_expected, corpus_text
 
 ARP = sorted(p.name for p in (CORPUS / "net").glob("all_reduce_perf__*"))
+A2A = (
+    "alltoall_perf__a100-sxm4-40gb-8gpu-single-node-g8-old-format-redop-column-empty-superbench.txt"
+)
+ROCE = "nccl_info__roce-cx7-2node-8rank-nccl2.26.2-4hca-gdr-enabled-torchrun-gpt2-full-stdout.txt"
 DEBUG = sorted(p.name for p in (CORPUS / "net").glob("nccl_*"))
 OLD = "all_reduce_perf__a100-40gb-8gpu-single-node-old-format-superbench.txt"
 SSH = "all_reduce_perf__a100-sxm4-40gb-2node-16gpu-oci-roce-mpirun-ssh-warning-line.txt"
@@ -52,7 +57,7 @@ def test_nccl_debug_corpus_expected(name: str) -> None:
 
 
 def test_corpus_counts() -> None:
-    assert (len(ARP), len(DEBUG)) == (7, 3)
+    assert (len(ARP), len(DEBUG)) == (7, 4)
 
 
 def test_old_layout_redop_without_root_and_error_na() -> None:
@@ -127,6 +132,20 @@ def test_out_of_bounds_failed_is_a_failure() -> None:
     text = corpus_text(f"net/{G8}").replace("values : 0 OK", "values : 3 FAILED")
     fail = parse_all_reduce_perf(text)
     assert isinstance(fail, NcclTestsFailure) and fail.kind == "wrong_values"
+    assert fail.message == "# Out of bounds values : 3 FAILED"  # no row says where
+
+
+def test_out_of_bounds_reason_names_the_wrong_counts() -> None:
+    row = "     1048576        262144     float     sum      -1    76.71   13.67   23.92      0"
+    text = corpus_text(f"net/{G8}").replace("values : 0 OK", "values : 5 FAILED")
+    text = text.replace(row + "    77.73", row[:-1] + "2    77.73").replace(
+        "23.61      0", "23.61      3"
+    )
+    fail = parse_all_reduce_perf(text)
+    assert isinstance(fail, NcclTestsFailure) and fail.kind == "wrong_values"
+    assert fail.message == (
+        "# Out of bounds values : 5 FAILED (1048576 B: #wrong 2 out-of-place, #wrong 3 in-place)"
+    )
 
 
 def test_crlf_is_tolerated() -> None:
@@ -308,3 +327,177 @@ def test_avg_bus_bandwidth_check_failed_is_a_failure() -> None:
     text = NEW_HEADER.replace("# Avg bus bandwidth    : 0 ", "# Avg bus bandwidth    : 12.5 FAILED")
     got = parse_all_reduce_perf(text)
     assert isinstance(got, NcclTestsFailure) and "Avg bus bandwidth" in got.message
+
+
+# -- each parser knows its collective ---------------------------------------------------------
+
+
+def test_alltoall_with_an_empty_redop_column_is_read_as_alltoall() -> None:
+    got = parse_nccl_perf(corpus_text(f"net/{A2A}"), "alltoall")
+    assert isinstance(got, NcclTestsResult) and got.collective == "alltoall"
+    assert len(got.rows) == 34 and got.avg_busbw_gbytes_s == 58.6481
+    last = got.rows[-1]
+    assert (last.size_bytes, last.count, last.redop, last.root) == (
+        8589934592,
+        268435456,
+        None,
+        None,
+    )
+    assert (last.out_of_place.busbw_gbytes_s, last.in_place.busbw_gbytes_s) == (224.31, 226.16)
+
+
+REFUSED = {
+    "alltoall-as-all_reduce": (
+        A2A, "all_reduce",
+        "all_reduce_perf: the table's redop column is empty (a collective without reduction: "
+        "all_gather_perf or alltoall_perf), read as all_reduce_perf's",
+    ),
+    "all_reduce-as-all_gather": (
+        H100, "all_gather",
+        "all_gather_perf: the table reduces (redop sum: all_reduce_perf or "
+        "reduce_scatter_perf), read as all_gather_perf's",
+    ),
+    # both reduce (redop sum): the count column tells the whole buffer from one rank's share
+    "all_reduce-as-reduce_scatter": (
+        H100, "reduce_scatter",
+        "reduce_scatter_perf: the count column is the whole buffer (all_reduce_perf's): "
+        "8 B as 2 float, read as reduce_scatter_perf's",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_another_collective_s_table_is_refused_naming_both(case: str) -> None:
+    name, collective, message = REFUSED[case]
+    with pytest.raises(ParseError) as exc:
+        parse_nccl_perf(corpus_text(f"net/{name}"), collective)
+    assert (exc.value.tool, str(exc.value)) == (f"{collective}_perf", message)
+
+
+def test_none_redop_read_as_all_reduce_is_refused() -> None:
+    text = NEW_HEADER.replace("# Collective test starting: all_reduce_perf\n", "").replace(
+        "float     sum", "float    none"
+    )
+    with pytest.raises(ParseError, match="redop column is none"):
+        parse_all_reduce_perf(text)
+
+
+@pytest.mark.parametrize("prog", ["all_gather_perf", "alltoall_perf_mpi"])
+def test_collective_test_starting_line_names_another_collective(prog: str) -> None:
+    text = NEW_HEADER.replace("starting: all_reduce_perf", f"starting: {prog}")
+    with pytest.raises(ParseError) as exc:
+        parse_all_reduce_perf(text)
+    assert str(exc.value) == (
+        f"all_reduce_perf: the table is {prog}'s ('# Collective test starting: {prog}'), "
+        "read as all_reduce_perf's"
+    )
+
+
+def test_collective_test_starting_line_of_the_same_collective() -> None:
+    text = NEW_HEADER.replace("starting: all_reduce_perf", "starting: all_reduce_perf_mpi")
+    assert isinstance(parse_all_reduce_perf(text), NcclTestsResult)
+
+
+# -- rank tags and versions -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tag", ["[0] ", "[0]<stdout>:", "[1,0]<stdout>:", "[1,12]<stderr>: "])
+def test_every_rank_tag_shape_is_stripped(tag: str) -> None:
+    plain = corpus_text(f"net/{G8}")
+    tagged = "".join(f"{tag}{line}\n" for line in plain.splitlines())
+    assert parse_all_reduce_perf(tagged) == parse_all_reduce_perf(plain)
+
+
+def test_plain_nccl_version_line_gives_the_version() -> None:
+    for line in (
+        "NCCL version 2.26.2+cuda12.2",
+        "MOC-R4PCC04U05:365593:365593 [0] NCCL INFO NCCL version 2.26.2+cuda12.2",
+    ):
+        got = parse_all_reduce_perf(line + "\n" + corpus_text(f"net/{G8}"))
+        assert isinstance(got, NcclTestsResult) and got.nccl_version == "2.26.2"
+
+
+def test_nccl_tests_version_with_a_git_hash() -> None:
+    text = NEW_HEADER.replace(
+        "# nccl-tests version 2.19.6 nccl-headers=22807 nccl-library=22807",
+        "# nccl-tests version 2.20.0 (3b4c7de) nccl-library=22903",
+    )
+    got = parse_all_reduce_perf(text)
+    assert isinstance(got, NcclTestsResult)
+    assert (got.nccl_version, got.nccl_tests_version) == ("2.29.3", "2.20.0")
+
+
+# -- what NCCL chose, per host ----------------------------------------------------------------
+
+
+def test_roce_capture_per_host_transport() -> None:
+    facts = parse_nccl_debug(corpus_text(f"net/{ROCE}"))
+    assert facts.nccl_version == "2.26.2"
+    (h,) = facts.per_host
+    assert (h.host, h.nccl_version, h.networks, h.ib_no_device, h.socket_devices) == (
+        "MOC-R4PCC04U05", "2.26.2", ("IB",), False, (),
+    )  # fmt: skip
+    assert [(d.name, d.link) for d in h.ib_devices] == [
+        ("mlx5_2", "RoCE"), ("mlx5_3", "RoCE"), ("mlx5_4", "RoCE"), ("mlx5_5", "RoCE"),
+    ]  # fmt: skip
+    assert h.gdr_hcas == (("mlx5_2", True), ("mlx5_3", True), ("mlx5_4", True), ("mlx5_5", True))
+    assert (h.channel_nets, h.net_channels, h.gdr_channels, h.rings_gdr, h.gdr) == (
+        ("IB",), 64, 64, True, True,
+    )  # fmt: skip
+    # 16 "collnet channels" is nChannels printed twice (init.cc): no CollNet without its lines
+    assert (h.nvls_support, h.coll_channels, h.nvls_channels, h.collnet, h.sharp) == (
+        False, 16, 0, False, False,
+    )  # fmt: skip
+    assert len(h.lines) == 16 and h.lines[0].endswith("NCCL INFO NCCL version 2.26.2+cuda12.2")
+
+
+def test_sharp_devices_per_host() -> None:
+    facts = parse_nccl_debug(corpus_text(f"net/{INFO}"))
+    assert [(h.host, h.networks, h.sharp, h.gdr) for h in facts.per_host] == [
+        ("qh100-gpu19", (), False, None),
+        ("qh100-gpu20", ("IBext",), True, None),
+    ]
+
+
+SOCKET_GDR = (
+    CORPUS.parent
+    / "formats"
+    / "nccl_info__socket-fallback-gpu001-gdr-off-gpu002-nccl2.28-written-from-nccl-source.txt"
+).read_text()
+
+
+def test_socket_fallback_and_gdr_off_per_host() -> None:
+    sock, ib = parse_nccl_debug(SOCKET_GDR).per_host
+    assert (sock.host, sock.networks, sock.ib_no_device, sock.socket_devices) == (
+        "gpu001", ("Socket",), True, ("eth0",),
+    )  # fmt: skip
+    assert (sock.channel_nets, sock.net_channels, sock.gdr, sock.nvls_support) == (
+        ("Socket",), 2, False, True,
+    )  # fmt: skip
+    assert (ib.host, ib.networks, [d.name for d in ib.ib_devices]) == (
+        "gpu002", ("IB",), ["mlx5_0", "mlx5_1"],
+    )  # fmt: skip
+    assert (ib.gdr_hcas, ib.net_channels, ib.gdr_channels, ib.rings_gdr, ib.gdr) == (
+        (("mlx5_0", False), ("mlx5_1", False)), 2, 0, False, False,
+    )  # fmt: skip
+
+
+def test_newer_ib_device_line_with_a_rail_id() -> None:
+    line = (
+        "n1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1:0/IB [1]mlx5_1:1:1/IB [RO]; "
+        "OOB ib0:10.0.0.1<0>\n"
+    )
+    (h,) = parse_nccl_debug(line).per_host
+    assert [(d.name, d.port, d.link) for d in h.ib_devices] == [
+        ("mlx5_0", 1, "IB"), ("mlx5_1", 1, "IB"),
+    ]  # fmt: skip
+
+
+def test_channels_without_gdr_on_one_connection_mean_gdr_off() -> None:
+    text = (
+        "n1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 2[0] [send] via NET/IB/0/GDRDMA\n"
+        "n1:1:2 [1] NCCL INFO Channel 01/0 : 1[1] -> 3[1] [send] via NET/IB/1\n"
+        "n1:1:2 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 1\n"
+    )
+    (h,) = parse_nccl_debug(text).per_host
+    assert (h.net_channels, h.gdr_channels, h.rings_gdr, h.gdr) == (2, 1, True, False)

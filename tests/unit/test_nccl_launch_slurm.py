@@ -10,7 +10,7 @@ from pathlib import Path
 from nodegate.framework.active.campaign import Execution, Side
 from nodegate.profiles import ProfileLibrary
 from nodegate.stages.nccl.exits import rank_exit
-from nodegate.stages.nccl.launch import mpirun_script, srun_argv
+from nodegate.stages.nccl.launch import DEBUG_FILTER, mpirun_script, srun_argv
 from nodegate.stages.nccl.profile import NcclProfile, nccl_profile
 from nodegate.stages.nccl.results import launcher_message, read_job
 from nodegate.transport.process import ProcessResult
@@ -67,8 +67,12 @@ def test_mpirun_inside_the_allocation_names_slurm_nodes_and_starts_daemons_throu
         HEAD + "printf '%s\\n' 'gpu001 slots=8' 'gpu002 slots=8' > \"$hf\"\n"
         "unset SLURM_JOB_NODELIST\n"
         "NCCL_COMM_ID=10.0.0.1:61000; export NCCL_COMM_ID\n"
+        # the profile asserts a transport: mpirun's stdout through the filter, its rc kept
+        "exec 3>&1\nrc=$({ { "
         'mpirun --hostfile "$hf" -np 16 --map-by ppr:8:node --bind-to numa --mca plm slurm '
-        "--mca ras '^slurm' --mca plm_slurm_args '--overlap --nodelist=gpu001,gpu002' " + TAIL
+        "--mca ras '^slurm' --mca plm_slurm_args '--overlap --nodelist=gpu001,gpu002' "
+        + TAIL
+        + f'; echo $? >&4; }} | {DEBUG_FILTER} >&3; }} 4>&1)\nexit "$rc"\n'
     )
 
 

@@ -7,6 +7,7 @@ hostile profile and address values included."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,9 @@ def _spawned(prof: Profile, out: dict[str, Any]) -> None:
             out[key + f"/client_wrapped/{addr}"] = wrap(c, ib.timeout_s, "@@01-pid")
     if prof.source == "hostile":
         return
-    nc = nccl_profile(prof)
+    # As the fixture's code rendered them: without nccl.transport's NCCL_DEBUG variables and
+    # output filter (new since, pinned in test_nccl_transport and test_nccl_launch_slurm).
+    nc = dataclasses.replace(nccl_profile(prof), transport=None)
     for addrs in (["10.0.0.1", "10.0.0.2"], ["10.0.0.1", "h'o st;$(x)", "a\nb"]):
         env = job_env(nc, roce_settings(prof), f"{addrs[0]}:{nc.bootstrap_port}")
         m = command_line(mpirun_script(nc, addrs, env))

@@ -232,7 +232,59 @@ def row(size: int, bw: float, n: int, wrong: int, coll: str = "all_reduce_perf")
     alg = size / (t_us * 1e3) if t_us > 0 else 0.0
     bus = bw if n > 1 else 0.0
     half = f"{t_us:8.1f} {alg:7.2f} {bus:7.2f} {wrong:7d}"
-    return f"{size:12d}  {size // 4:12d}     float  {redop:>6}      -1 {half} {half}"
+    count = size // 4
+    if coll != "all_reduce_perf":  # one rank's share, 16-byte aligned (`*GetCollByteCount`)
+        count = (count // max(n, 1)) & ~3
+        size = count * max(n, 1) * 4  # max(sendBytes, expectedBytes)
+    return f"{size:12d}  {count:12d}     float  {redop:>6}      -1 {half} {half}"
+
+
+def debug_lines(rank: dict[str, Any], table: list[dict[str, Any]]) -> list[str]:
+    """This rank's NCCL_DEBUG=INFO lines (NCCL_DEBUG_SUBSYS=INIT,NET) in NCCL's format, the
+    messages as NVIDIA/nccl src/ prints them (parsers/nccl_debug.py cites each): version, net
+    plugin and devices, GPU Direct RDMA per HCA, NVLS, channel counts, the ring's channels that
+    cross nodes and the rings' GDR. Faults: socket_fallback (NET/IB finds no device, NET/Socket
+    over eth0), gdr_off (GDR Disabled on every HCA, no /GDRDMA on any channel)."""
+    m = rank["model"]
+    faults = m["faults"]
+    local, r, n = int(rank["local"]), int(rank["rank"]), len(table)
+    pre = f"{m['node']}:{rank['pid']}:{rank['pid'] + 1} [{local}] NCCL INFO "
+    hcas = m.get("hcas") or ["mlx5_0"]
+    socket_ = "socket_fallback" in faults
+    gdr = not socket_ and "gdr_off" not in faults
+    nvls = bool(m.get("nvls"))
+    out = [f"NCCL version {NCCL_CODE // 10000}.{NCCL_CODE // 100 % 100}.{NCCL_CODE % 100}"
+           "+cuda12.9",
+           "NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin."]  # fmt: skip
+    if socket_:
+        net = "Socket"
+        out += ["NET/IB : No device found.", f"NET/Socket : Using [0]eth0:{m['address']}<0>",
+                "Using network Socket"]  # fmt: skip
+    else:
+        net = "IB"
+        devs = " ".join(f"[{i}]{h}:1/IB" for i, h in enumerate(hcas))
+        out += [f"NET/IB : Using {devs} [RO]; OOB eth0:{m['address']}<0>", "Using network IB"]
+        out += [f"NET/IB : GPU Direct RDMA {'Enabled' if gdr else 'Disabled'} for HCA {i} '{h}'"
+                for i, h in enumerate(hcas)]  # fmt: skip
+    out += [
+        f"NVLS multicast support is {'' if nvls else 'not '}available on dev {local}",
+        f"32 coll channels, 32 collnet channels, {16 if nvls else 0} nvls channels, "
+        "32 p2p channels, 32 p2p channels per peer",
+    ]
+    dev = 0 if socket_ else local % len(hcas)
+    via = f"via NET/{net}/{dev}{'/GDRDMA' if gdr else ''}"
+    prev, nxt = table[(r - 1) % n], table[(r + 1) % n]
+    crossed = False
+    if prev["model"]["node"] != m["node"]:
+        out.append(f"Channel 00/0 : {prev['rank']}[{prev['local']}] -> {r}[{local}] [receive] "
+                   f"{via}")  # fmt: skip
+        crossed = True
+    if nxt["model"]["node"] != m["node"]:
+        out.append(f"Channel 00/0 : {r}[{local}] -> {nxt['rank']}[{nxt['local']}] [send] {via}")
+        crossed = True
+    if crossed or len({h["model"]["node"] for h in table}) > 1:
+        out.append(f"Connected all rings, use ring PXN 0 GDR {int(gdr)}")
+    return [pre + line for line in out]
 
 
 def warn(rank: dict[str, Any], text: str) -> None:
@@ -287,6 +339,9 @@ def run(o: dict[str, str], coll: str = "all_reduce_perf") -> int:
     nxt = table[(int(rank["rank"]) + 1) % n]
     out = socket.create_connection(tuple(nxt["ring"]))
     inp = ring.accept()[0].makefile("rb")
+    if os.environ.get("NCCL_DEBUG", "").upper() == "INFO":  # NCCL prints to stdout at init
+        sys.stdout.write("\n".join(debug_lines(rank, table)) + "\n")
+        sys.stdout.flush()
     hang = fault_of(rank, "hang")
     if hang is not None and (hang != "multi" or len({h["model"]["node"] for h in table}) > 1):
         signal.pause()  # a hung rank: the ring waits on it until the launcher's deadline

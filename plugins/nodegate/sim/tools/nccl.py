@@ -5,7 +5,9 @@
 
 Hardware key `nccl` (all optional): `gpus` (ranks the node can hold, default 8),
 `nvlink_busbw` (GB/s one node reaches alone, default 480: ND H100 v5's 8 GiB all-reduce),
-`net_busbw` (GB/s the node's rails carry in a multi-node ring, default 370). The ib_pairs
+`net_busbw` (GB/s the node's rails carry in a multi-node ring, default 370), `hcas` (the
+rails NCCL names, default mlx5_0.. one per GPU up to 8), `nvls` (NVLS multicast available,
+default: more than one GPU, the NVSwitch board). The ib_pairs
 faults `slow_node` and `slow_rail` slow the node's rails for NCCL too.
 """
 
@@ -44,7 +46,13 @@ FAULTS = {
     "leaf_uplink_down": "this node's leaf keeps FACTOR (ARG, 0.5) of its uplinks: alltoall over "
     "several leaves (every byte leaves the leaf) runs at FACTOR, a ring collective (one flow "
     "each way) keeps its rate",
+    "nccl_socket_fallback": "NET/IB finds no device on the node: NCCL runs over NET/Socket "
+    "(its NCCL_DEBUG=INFO lines say so) at FACTOR (ARG) of the rails' rate, default 1: full "
+    "bandwidth, so only the transport check can tell",
+    "gdr_off": "GPU Direct RDMA Disabled for every HCA of the node (NCCL_DEBUG=INFO lines; "
+    "channels without GDRDMA) at FACTOR (ARG, default 1) of the rails' rate",
 }
+TRANSPORT_FAULTS = ("nccl_socket_fallback", "gdr_off")
 
 
 def _factor(arg: str | None, default: float) -> float:
@@ -64,6 +72,8 @@ def _net_factor(node: SimNode) -> float:
             f = min(f, _factor(fault.arg, SLOW_FACTOR))
         elif fault.kind == "slow_rail":
             f = min(f, _factor((fault.arg or "").partition(":")[2], SLOW_FACTOR))
+        elif fault.kind in TRANSPORT_FAULTS:
+            f = min(f, _factor(fault.arg, 1.0))
     return f
 
 
@@ -84,10 +94,14 @@ def node_model(node: SimNode) -> dict[str, object]:
         )
         if (f := node.fault(k)) is not None
     }
+    faults.update({k.removeprefix("nccl_"): "" for k in TRANSPORT_FAULTS if node.fault(k)})
     return {
         "node": node.name,
         "address": node.address,
         "gpus": [{"bus": BUSES[i % len(BUSES)], "name": name} for i in range(n_gpus)],
+        # the rails NCCL uses (NET/IB : Using), NVLS multicast through the NVSwitches
+        "hcas": [str(h) for h in hw.get("hcas", [f"mlx5_{i}" for i in range(min(n_gpus, 8))])],
+        "nvls": bool(hw.get("nvls", n_gpus > 1)),
         "nvlink_busbw": float(hw.get("nvlink_busbw", 480)),
         "nvlink_factor": _factor(nvlink.arg, NVLINK_FACTOR) if nvlink else 1.0,
         "net_busbw": float(hw.get("net_busbw", 370)),

@@ -180,8 +180,9 @@ class NcclCampaign(Campaign[NcclJob]):
         hosts = {self.slurm_names[n]: n for n in test.nodes}
         hosts.update({self.addresses[n].address: n for n in test.nodes})
         reading = read_job(
-            run, self.message_bytes(test), ranks, self.timeout_s(test), test.nodes, hosts
-        )
+            run, self.message_bytes(test), ranks, self.timeout_s(test), test.nodes, hosts,
+            test.collective,
+        )  # fmt: skip
         self.readings[test] = reading
         return Sanity(reading.busbw, reading.error or reading.corrupt)
 

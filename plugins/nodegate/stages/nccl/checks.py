@@ -14,6 +14,7 @@ from nodegate.core.checks import AnyCheck, Chart, Check, CheckTable
 from nodegate.core.values import Status, Verdict
 from nodegate.core.verdicts import marked
 from nodegate.framework.active.judge import failure_status
+from nodegate.parsers.nccl_debug import NcclHostTransport
 from nodegate.stages.fabric.discovered import Cabling, leaves_crossed
 from nodegate.stages.nccl.matrix import TIER, GroupResult, describe, findings
 from nodegate.stages.nccl.plan import (
@@ -25,6 +26,7 @@ from nodegate.stages.nccl.plan import (
 )
 from nodegate.stages.nccl.profile import NcclProfile
 from nodegate.stages.nccl.results import JobReading
+from nodegate.stages.nccl.transport import findings as transport_findings
 
 UNIT = "GB/s"
 CHART = Chart(1)  # report.html: NCCL's numbers right after ib_pairs' bandwidth
@@ -70,6 +72,16 @@ MATRIX: Check[None, NcclProfile] = Check(
     infrastructure=True,
     measures="job",  # a group's number, the same on each of its nodes (A/B: once per group)
 )
+TRANSPORT: Check[None, NcclProfile] = Check(
+    "nccl.transport",
+    "in every multi-node job the node was in, NCCL used a transport the profile allows "
+    "(network, GPU Direct RDMA, NVLS, CollNet/SHARP, HCAs), read from its NCCL_DEBUG=INFO "
+    "lines, whatever the bandwidth.",
+    None,
+    "nccl/net",
+    "test_nccl_transport",
+    "pipeline",  # what NCCL chose, not a measurement: not charted
+)
 CLEANUP: Check[None, NcclProfile] = Check(
     "nccl.cleanup",
     "no all_reduce_perf rank or launcher is left on the node after the stage.",
@@ -80,7 +92,7 @@ CLEANUP: Check[None, NcclProfile] = Check(
 )
 
 CHECKS: CheckTable[None, NcclProfile] = CheckTable(
-    "nccl", [SINGLE, WHOLE, LOCALIZED, MATRIX, CLEANUP]
+    "nccl", [SINGLE, WHOLE, LOCALIZED, MATRIX, TRANSPORT, CLEANUP]
 )
 
 Refs = Callable[[NcclOutcome, str], tuple[str, ...]]
@@ -115,7 +127,7 @@ class Judge:
 
     def verdicts(self, node: str) -> list[Verdict]:
         return [self.single(node), self.whole(node), self.localized(node), *self.matrix(node),
-                *self.fabric(node)]  # fmt: skip
+                *self.fabric(node), self.transport(node)]  # fmt: skip
 
     def pair_jobs(self) -> list[NcclOutcome]:
         """The failed localization jobs the slow leaf pair explains (they hold both leaves and
@@ -187,6 +199,63 @@ class Judge:
         return [marked(MATRIX, node, "leaves (pair not named)", None, None, msg, evidence=ev,
                        remediation="check the uplinks and spines between these leaf pairs; "
                        "no node is to blame")]  # fmt: skip
+
+    def transport(self, node: str) -> Verdict:
+        """FAIL when NCCL on this node used a transport the profile does not allow, in any
+        multi-node job it was in (the first such job's lines as evidence); ERROR when the jobs
+        that measured something show no line saying what the profile asks; SKIP when the node
+        was in no multi-node job with a result."""
+        policy = self.prof.transport
+        if policy is None:
+            return Verdict(
+                TRANSPORT.id,
+                node,
+                Status.PASS,
+                "nccl/net",
+                message="the profile asserts no transport (nccl.transport: none)",
+            )
+        jobs = [o for o in self.loc.results
+                if len(o.test.nodes) > 1 and node in o.test.nodes and o.lost_why(node) is None
+                and self._reading(o).error is None and o.error is None]  # fmt: skip
+        if not jobs:
+            return Verdict(
+                TRANSPORT.id,
+                node,
+                Status.SKIP,
+                "nccl/net",
+                message="in no multi-node job that ran to its table",
+            )
+        unknown: tuple[NcclOutcome, list[str]] | None = None
+        shown: NcclOutcome | None = None  # the first job whose lines said everything asked
+        for o in jobs:
+            facts = self._reading(o).transport.get(node)
+            if facts is None:
+                unknown = unknown or (o, [f"no NCCL_DEBUG line from {node}"])
+                continue
+            bad, missing = transport_findings(facts, policy)
+            if bad:
+                why = "; ".join(f"{f.component}: {f.reason}" for f in bad)
+                lines = " | ".join(facts.lines[:6])
+                msg = f"{o.test.key} (round {o.round.label}) on host {facts.host}: {why} [{lines}]"
+                return Verdict(TRANSPORT.id, node, Status.FAIL, bad[0].component, message=msg,
+                               remediation=_TRANSPORT_HINT[bad[0].kind],
+                               evidence=self.refs(o, node))  # fmt: skip
+            if missing:
+                unknown = unknown or (o, [f"{f.component}: {f.reason}" for f in missing])
+            else:
+                shown = shown or o
+        if shown is not None:
+            facts = self._reading(shown).transport[node]
+            return Verdict(TRANSPORT.id, node, Status.PASS, "nccl/net",
+                           message=f"{describe_transport(facts)} ({shown.test.key}, round "
+                           f"{shown.round.label}; {len(jobs)} multi-node job(s) read)",
+                           evidence=self.refs(shown, node))  # fmt: skip
+        o, said = unknown or (jobs[0], ["no NCCL_DEBUG line"])
+        return Verdict(TRANSPORT.id, node, Status.ERROR, "nccl/net",
+                       message=f"{o.test.key} (round {o.round.label}): {'; '.join(said)} "
+                       "(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)",
+                       remediation=_hint(TRANSPORT, Status.ERROR),
+                       evidence=self.refs(o, node))  # fmt: skip
 
     def matrix_results(self) -> list[GroupResult]:
         """What every matrix job measured (a tool error or wrong data: None)."""
@@ -458,6 +527,27 @@ def _job(o: NcclOutcome) -> str:
 @cache  # the whole set's nodes, folded once for all its members' verdicts
 def _folded(nodes: tuple[str, ...]) -> str:
     return str(NodeSet.fromlist(list(nodes)))
+
+
+_TRANSPORT_HINT = {
+    "net": "NCCL fell off the allowed network: check the node's HCAs (ibstat, rdma link), "
+    "NCCL_IB_HCA and the IB modules (stage hca)",
+    "gdr": "GPU Direct RDMA is off: check nvidia-peermem (or DMA-BUF), ACS/IOMMU on the "
+    "GPU-HCA path",
+    "nvls": "NVLS is off: check the fabric manager and NVSwitch (stage pcie_gpu)",
+    "collnet": "CollNet/SHARP is off: check the SHARP plugin and the aggregation manager",
+    "hcas": "NCCL did not use the HCA the profile names: check the HCA (GPU Direct RDMA, link) "
+    "and NCCL_IB_HCA",
+}
+
+
+def describe_transport(h: NcclHostTransport) -> str:
+    """`NET/IB over mlx5_0, mlx5_1, GPU Direct RDMA on, NVLS available`."""
+    nets = "/".join(dict.fromkeys([*h.channel_nets, *h.networks])) or "?"
+    devs = ", ".join(d.name for d in h.ib_devices)
+    gdr = {True: "on", False: "off", None: "?"}[h.gdr]
+    nvls = {True: "available", False: "not available", None: "?"}[h.nvls_support]
+    return f"NET/{nets}{' over ' + devs if devs else ''}, GPU Direct RDMA {gdr}, NVLS {nvls}"
 
 
 def _hint(check: AnyCheck, status: Status) -> str:

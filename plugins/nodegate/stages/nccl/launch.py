@@ -45,6 +45,22 @@ from nodegate.transport.process import (
 from nodegate.transport.script import command_line
 
 SRUN_GRACE_S = 5.0  # after srun's second SIGINT, before SIGKILL
+DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+# NCCL_DEBUG=INFO from every rank of a large job would pass the output cap (8 MiB a stream):
+# mpirun's stdout goes through this filter on the launching node, which keeps every line that
+# is not NCCL INFO (the table, failures, WARN) and, per host, DEBUG_KEEP lines of each kind the
+# transport check reads (parsers/nccl_debug.py) -- GPU Direct RDMA per HCA, channels with and
+# without GDRDMA apart -- and drops the other INFO lines: a few KiB per node, whatever its ranks.
+DEBUG_KEEP = 3
+DEBUG_FILTER = (
+    "awk -v keep=" + str(DEBUG_KEEP) + " '"
+    "/ NCCL INFO / { if (match($0, /NCCL version|Using network [^ ]+|NET\\/IB : (Using|No device)|"
+    "NET\\/Socket : Using|GPU Direct RDMA [A-Za-z]+ for HCA [0-9]+|via NET\\/[A-Za-z]+|"
+    "via COLLNET|Connected CollNet|coll channels|NVLS multicast|Connected all rings/)) { "
+    'k = substr($1, 1, index($1, ":")) SUBSEP substr($0, RSTART, RLENGTH) '
+    'SUBSEP (index($0, "/GDRDMA") > 0); if (n[k]++ < keep) { print; fflush() } } next } '
+    "{ print; fflush() }'"
+)
 SLACK_S = 15.0  # launcher start-up beyond the job's own deadline
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a name placed in the script as written
 
@@ -71,11 +87,15 @@ def job_env(
     prof: NcclProfile, extra: Mapping[str, str], comm_id: str, job: NcclJob | None = None
 ) -> dict[str, str]:
     """NCCL_*/UCX_* for every rank: the profile's, the RoCE settings, the bootstrap root;
-    NCCL_ALGO=Ring for the matrix's two-node scale (NCCL's default there can beat the net)."""
+    NCCL_ALGO=Ring for the matrix's two-node scale (NCCL's default there can beat the net);
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET when the profile asserts a transport (the lines
+    `nccl.transport` reads: every one of them is INIT or NET, parsers/nccl_debug.py)."""
     env = dict(prof.env)
     env.update(extra)
     if job is not None and job.scale == "two_node_ring":
         env["NCCL_ALGO"] = "Ring"
+    if prof.transport is not None:
+        env.update(DEBUG_ENV)
     env["NCCL_COMM_ID"] = comm_id
     return dict(sorted(env.items()))
 
@@ -119,6 +139,7 @@ def mpirun_script(
     for name in [*env, SPAWN_ENV]:
         argv += ["-x", name]
     argv += [*prof.mpirun_args, *perf_argv(prof, job)]
+    filtered = prof.transport is not None  # NCCL_DEBUG=INFO: through DEBUG_FILTER, rc kept
     script: list[Part] = [
         Shell(
             'hf=$(mktemp "${TMPDIR:-/tmp}/nodegate-nccl-hosts.XXXXXX") || exit 70\n'
@@ -135,6 +156,9 @@ def mpirun_script(
         if not _ENV_NAME.fullmatch(k):  # the schema allows (NCCL|UCX)_[A-Z0-9_]+ only
             raise ValueError(f"not an environment variable name: {k!r}")
         script += [Shell(f"{k}="), v, Shell(f"; export {k}\n")]
+    if filtered:  # mpirun's status through fd 4, its filtered stdout through fd 3
+        tail = Shell(f'; echo $? >&4; }} | {DEBUG_FILTER} >&3; }} 4>&1)\nexit "$rc"\n')
+        return (*script, Shell("exec 3>&1\nrc=$({ { "), *argv, tail)
     return (*script, *argv)
 
 
@@ -193,24 +217,45 @@ async def run_srun(
     if isinstance(spawn, SpawnScope):
         spawn.ledger.watch(nodes, [tag])  # the ranks carry the tag: the stray check looks
     t0 = time.monotonic()
+    # NCCL_DEBUG=INFO: srun's stdout through DEBUG_FILTER on the controller (as mpirun's on
+    # its node), which reads from a pipe srun writes; srun's own status and stderr unchanged.
+    flt, wfd = None, None
     try:
+        if prof.transport is not None:
+            rfd, wfd = os.pipe()
+            try:
+                flt = await asyncio.create_subprocess_exec(
+                    "sh", "-c", DEBUG_FILTER, stdin=rfd, stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+                )  # fmt: skip
+            finally:
+                os.close(rfd)
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE if wfd is None else wfd,
             stderr=asyncio.subprocess.PIPE,
             env={**os.environ, **env, SPAWN_ENV: tag},
             start_new_session=True,
         )
     except OSError as exc:
         why = f"srun could not start on the controller: {exc}"
+        if wfd is not None:
+            os.close(wfd)
+            wfd = None
+            if flt is not None:
+                await flt.wait()  # at the pipe's end
         return Execution((Side(nodes[0], "srun", cmd, None, why),), why)
+    finally:
+        if wfd is not None:
+            os.close(wfd)  # srun holds its copy: the filter ends when srun does
     timed_out = killed = False
     overflow: list[str] = []  # what the ranks printed is kept up to the cap, like a spawn's
     full = asyncio.Event()
-    assert proc.stdout is not None and proc.stderr is not None
+    stdout = proc.stdout if flt is None else flt.stdout
+    assert stdout is not None and proc.stderr is not None
     readers = asyncio.gather(
-        _drain(proc.stdout, "stdout", overflow, full), _drain(proc.stderr, "stderr", overflow, full)
+        _drain(stdout, "stdout", overflow, full), _drain(proc.stderr, "stderr", overflow, full)
     )
     stopper = asyncio.ensure_future(full.wait())
     try:
@@ -223,6 +268,8 @@ async def run_srun(
             await stop_srun(proc, name)
         out, err = await asyncio.wait_for(readers, SRUN_GRACE_S * 2)  # EOF once srun is gone
         await proc.wait()
+        if flt is not None:
+            await flt.wait()
     except BaseException:
         await asyncio.shield(stop_srun(proc, name))
         readers.cancel()

@@ -29,6 +29,12 @@ nccl:
     max_drop_pct: 20                   # busbw may fall this much from one scale to the next
     floors: {all_reduce: {two_node_ring: {min: 340, unit: GB/s}, ...}, ...}
     seconds_per_gb: 0.05               # the time budget's model: one GB moved per rank
+  transport:                           # optional: what NCCL must have chosen (NCCL_DEBUG=INFO)
+    net: [IB]                          # `Using network X` / `via NET/X` allowed (IB, IBext, ...)
+    gdr: required                      # required | any: GPU Direct RDMA on every NET channel
+    nvls: any                          # expected | any: NVLS multicast available, nvls channels
+    collnet: any                       # expected | any: CollNet / SHARP in use
+    hcas: [mlx5_0, mlx5_1]             # optional: IB devices NCCL must use on every node
 """
 
 from __future__ import annotations
@@ -141,6 +147,38 @@ class Matrix:
         )  # fmt: skip
 
 
+TRANSPORT_MODES = {"gdr": ("required", "any"), "nvls": ("expected", "any"),
+                   "collnet": ("expected", "any")}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Transport:
+    """What NCCL must have chosen on every node (`nccl.transport`), read from NCCL_DEBUG=INFO."""
+
+    net: tuple[str, ...]
+    gdr: str = "any"
+    nvls: str = "any"
+    collnet: str = "any"
+    hcas: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> Transport:
+        where = f"{SECTION}.transport"
+        net = doc.get("net")
+        if not isinstance(net, list) or not net or not all(isinstance(n, str) for n in net):
+            raise ConfigError(f"{where}.net: a list of network names (IB, Socket, ...): {net!r}")
+        modes = {}
+        for key, allowed in TRANSPORT_MODES.items():
+            v = doc.get(key, "any")
+            if v not in allowed:
+                raise ConfigError(f"{where}.{key}: {v!r} is not one of {', '.join(allowed)}")
+            modes[key] = str(v)
+        hcas = doc.get("hcas") or []
+        if not isinstance(hcas, list) or not all(isinstance(h, str) for h in hcas):
+            raise ConfigError(f"{where}.hcas: a list of IB device names, got {hcas!r}")
+        return cls(tuple(net), modes["gdr"], modes["nvls"], modes["collnet"], tuple(hcas))
+
+
 @dataclass(frozen=True, slots=True)
 class NcclProfile:
     """The `nccl` section of one profile."""
@@ -165,6 +203,7 @@ class NcclProfile:
     group_nodes: int
     seed: int
     matrix: Matrix | None = None
+    transport: Transport | None = None
 
     @classmethod
     def of(cls, sec: Mapping[str, Any]) -> NcclProfile:
@@ -202,6 +241,7 @@ class NcclProfile:
             group_nodes=int(loc.get("group_nodes", 0)),
             seed=int(loc.get("seed", 0)),
             matrix=Matrix.of(sec["matrix"]) if sec.get("matrix") else None,
+            transport=Transport.of(sec["transport"]) if sec.get("transport") else None,
         )
 
     def floors(self, nodes: int) -> Floors:
@@ -224,6 +264,12 @@ class NcclProfile:
 def nccl_profile(profile: Profile) -> NcclProfile:
     """The typed `nccl` section of a profile, built once per profile."""
     prof = profile.typed(SECTION, NcclProfile.of)
+    sources = profile.data.get("sources") or {}
+    if prof.transport is not None and f"{SECTION}.transport" not in sources:
+        raise ConfigError(
+            f"profile {profile.name} ({profile.source}): {SECTION}.transport has no source "
+            f"(sources: {SECTION}.transport)"
+        )
     if prof.matrix is not None:
         sources = profile.data.get("sources") or {}
         for c, sc in prof.matrix.floors:

@@ -1,5 +1,6 @@
-"""Reading what one all_reduce_perf job left: sanity (did it run to its footer, did every rank
-agree, is the data right) before performance (busbw at the judged size, the sweep's average).
+"""Reading what one nccl-tests job left (all_reduce_perf, or its collective's binary): sanity
+(did it run to its footer, did every rank agree, is the data right) before performance (busbw
+at the judged size, the sweep's average), and what NCCL chose on each node (NCCL_DEBUG lines).
 
 A job that timed out, exited non-zero, printed an NCCL/CUDA failure or WARN, or stopped before
 the `# Avg bus bandwidth` footer is a tool error (ERROR), never a low number. Wrong data
@@ -11,12 +12,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from nodegate.core.errors import ParseError
 from nodegate.framework.active.campaign import Execution
-from nodegate.parsers.nccl_debug import parse_nccl_debug
-from nodegate.parsers.nccl_tests import NcclTestsFailure, NcclTestsResult, parse_all_reduce_perf
+from nodegate.parsers.nccl_debug import NcclHostTransport, parse_nccl_debug
+from nodegate.parsers.nccl_tests import (
+    NcclTestsFailure,
+    NcclTestsResult,
+    parse_nccl_perf,
+    wrong_counts,
+)
 from nodegate.stages.ib_pairs.perftest import stderr_gist
 from nodegate.stages.nccl.exits import rank_exit
 from nodegate.transport.process import ProcessResult
@@ -31,6 +37,8 @@ class JobReading:
     error: str | None = None  # a tool error: ERROR
     corrupt: str | None = None  # wrong data: FAIL whatever the bandwidth
     ranks: int | None = None
+    # What NCCL chose on each node of the job (NCCL_DEBUG=INFO lines), by node name.
+    transport: Mapping[str, NcclHostTransport] = field(default_factory=dict)
 
 
 def read_job(
@@ -40,9 +48,11 @@ def read_job(
     timeout_s: float,
     nodes: Sequence[str] = (),
     hosts: Mapping[str, str] | None = None,
+    collective: str = "all_reduce",
 ) -> JobReading:
     """Sanity of one job from its launcher's side (mpirun or srun); `nodes` (in rank order)
-    and `hosts` (node of each address) name a rank that ended the job early."""
+    and `hosts` (node of each address) name a rank that ended the job early; `collective`:
+    the job's (another collective's table is a tool error)."""
     if run.error is not None or not run.sides or run.sides[0].result is None:
         return JobReading(
             None, None, run.error or (run.sides[0].detail if run.sides else "no launcher")
@@ -61,7 +71,7 @@ def read_job(
     via_srun = run.sides[0].role == "srun"
     died = rank_exit(r.stderr, nodes, ranks, hosts, srun=via_srun) if r.rc != 0 else None
     try:
-        parsed = parse_all_reduce_perf(text)
+        parsed = parse_nccl_perf(text, collective)
     except ParseError as exc:
         if died is None and r.rc != 0:  # the launcher failed before any rank said anything
             said = launcher_message(r.stderr) or launcher_message(r.stdout) or "no message"
@@ -73,23 +83,44 @@ def read_job(
             return JobReading(None, None, None, f"wrong data: {parsed.message}")
         why = failure_text(parsed, text)
         return JobReading(None, None, f"{died}; {why}" if died else why)
-    return _complete(parsed, r, message_bytes, ranks)
+    reading = _complete(parsed, r, message_bytes, ranks)
+    return replace(reading, transport=transport_by_node(parsed, text, nodes, ranks))
+
+
+def transport_by_node(
+    parsed: NcclTestsResult, text: str, nodes: Sequence[str], ranks: int
+) -> dict[str, NcclHostTransport]:
+    """Each node's NCCL_DEBUG facts: the hostname NCCL prints mapped to the job's node by the
+    rank table (ranks fill the nodes in order, `ppr:N:node` / `--ntasks-per-node`), else by
+    name (the node, or its short name); hosts that map to no node are left out."""
+    try:
+        debug = parse_nccl_debug(text)
+    except ParseError:  # no NCCL_DEBUG line at all
+        return {}
+    per = max(1, ranks // max(1, len(nodes)))
+    by_host = {r.host: nodes[r.rank // per] for r in parsed.ranks if r.rank // per < len(nodes)}
+    short = {n.split(".")[0]: n for n in nodes}
+    out = {}
+    for h in debug.per_host:
+        node = by_host.get(h.host) or short.get(h.host.split(".")[0])
+        if node is not None:
+            out[node] = h
+    return out
 
 
 def _complete(
     parsed: NcclTestsResult, r: ProcessResult, message_bytes: int, ranks: int
 ) -> JobReading:
     row = next((x for x in parsed.rows if x.size_bytes == message_bytes), None)
+    if row is None and parsed.collective != "all_reduce":
+        # one rank's share, rounded down to 16 bytes: the row printed a little below the size
+        near = [x for x in parsed.rows if message_bytes - 16 * ranks < x.size_bytes < message_bytes]
+        row = near[-1] if near else None
     bw = None if row is None else min(row.out_of_place.busbw_gbytes_s, row.in_place.busbw_gbytes_s)
     avg = parsed.avg_busbw_gbytes_s
-    wrong = [
-        f"{x.size_bytes} B: #wrong {t.wrong}" if t.wrong else f"{x.size_bytes} B: error {t.error}"
-        for x in parsed.rows
-        for t in (x.out_of_place, x.in_place)
-        if (t.wrong or 0) > 0 or t.error is not None
-    ]
+    wrong = wrong_counts(parsed.rows)
     if wrong:
-        return JobReading(bw, avg, None, "wrong data: " + "; ".join(wrong[:3]), len(parsed.ranks))
+        return JobReading(bw, avg, None, "wrong data: " + "; ".join(wrong), len(parsed.ranks))
     if parsed.independent_runs != 1:
         why = f"{parsed.independent_runs} independent runs (nccl-tests built without MPI?)"
         return JobReading(None, None, why)
