@@ -34,20 +34,21 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scale import PASSIVE, REPO, du, print_profile  # noqa: E402
+from bench_scale import PASSIVE, REPO, du, print_profile, print_table  # noqa: E402
 
 SEED_NODES = 32
 _SERIAL = re.compile(r"\b(1650\d{9})\b")  # the demo model's GPU serials (13 digits)
 _GUID = re.compile(r"\b([0-9a-f]{4}):([0-9a-f]{4}):([0-9a-f]{4}):([0-9a-f]{4})\b")
 
 
-def pytest_cmd(a: argparse.Namespace, inventory: Path, reports: Path, *extra: str) -> list[str]:
-    cmd = [sys.executable]
-    if a.profile:
-        cmd += ["-m", "cProfile", "-o", a.profile]
+def pytest_cmd(
+    inventory: Path, reports: Path, run_id: str, *extra: str, profile: str | None = None
+) -> list[str]:
+    """`pytest suites -m PASSIVE` as an operator runs it, under cProfile when `profile`."""
+    cmd = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else [])]
     return [
         *cmd, "-m", "pytest", str(REPO / "suites"), f"--inventory={inventory}",
-        f"--reports-dir={reports}", "--run-id=bench", "-p", "no:cacheprovider", "-q",
+        f"--reports-dir={reports}", f"--run-id={run_id}", "-p", "no:cacheprovider", "-q",
         f"--rootdir={REPO}", "-m", PASSIVE, *extra,
     ]  # fmt: skip
 
@@ -60,10 +61,7 @@ def capture_seed(a: argparse.Namespace, tmp: Path) -> Path:
     try:
         fleet.start(timeout_s=300)
         reports = tmp / "seed-reports"
-        cmd = [sys.executable, "-m", "pytest", str(REPO / "suites"),
-               f"--inventory={fleet.root / 'inventory.yaml'}", f"--reports-dir={reports}",
-               "--run-id=seed", "-p", "no:cacheprovider", "-q", f"--rootdir={REPO}",
-               "-m", PASSIVE]  # fmt: skip
+        cmd = pytest_cmd(fleet.root / "inventory.yaml", reports, "seed")
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=1800)
         if p.returncode not in (1, 6):  # the demo's faults reject nodes; -m qualifies nobody
             sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
@@ -132,8 +130,8 @@ def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
         bundle, inventory = replicate(seed, n, tmp)
         build_s = time.perf_counter() - t0
         reports = tmp / "reports"
-        cmd = pytest_cmd(a, inventory, reports, "--transport", "replay",
-                         f"--replay={bundle / 'raw'}", *a.extra)  # fmt: skip
+        cmd = pytest_cmd(inventory, reports, "bench", "--transport", "replay",
+                         f"--replay={bundle / 'raw'}", *a.extra, profile=a.profile)  # fmt: skip
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=7200)
@@ -183,15 +181,11 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep each size's bundle and reports")
     ap.add_argument("extra", nargs="*", help="more pytest arguments (after --)")
     a = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="ngreplay-seed-"))
-    seed = Path(a.seed) if a.seed else capture_seed(a, work)
+    seed = Path(a.seed) if a.seed else capture_seed(a, Path(tempfile.mkdtemp(prefix="ngseed-")))
     print(f"seed bundle: {seed}", flush=True)
     rows = [run_size(int(s), seed, a) for s in a.sizes.split(",")]
-    cols = list(rows[0])
-    print(f"passive stages ({PASSIVE}) replayed through pytest, {os.cpu_count()} cores")
-    print(" | ".join(f"{c:>14}" for c in cols))
-    for r in rows:
-        print(" | ".join(f"{str(r[c]):>14}" for c in cols))
+    title = f"passive stages ({PASSIVE}) replayed through pytest, {os.cpu_count()} cores"
+    print_table(title, rows, 14)
     if a.profile:
         print_profile(a.profile, a.top)
     return 0

@@ -177,6 +177,15 @@ def print_py_spy(path: str, top: int) -> None:
         print(f"  {count / total:6.1%}  {leaf}")
 
 
+def print_table(title: str, rows: list[dict[str, object]], width: int) -> None:
+    """The bench's table: a title line, the columns of the first row, a line per row."""
+    cols = list(rows[0])
+    print(title)
+    print(" | ".join(f"{c:>{width}}" for c in cols))
+    for r in rows:
+        print(" | ".join(f"{str(r[c]):>{width}}" for c in cols))
+
+
 def print_profile(path: str, top: int) -> None:
     st = pstats.Stats(path)
     st.sort_stats("tottime").print_stats(top)
@@ -195,11 +204,7 @@ def main() -> int:
     ap.add_argument("extra", nargs="*", help="more pytest arguments (after --)")
     a = ap.parse_args()
     rows = [run_size(int(s), a, t) for s in a.sizes.split(",") for t in a.transport.split(",")]
-    cols = list(rows[0])
-    print(f"passive stages ({PASSIVE}) through pytest, {os.cpu_count()} cores")
-    print(" | ".join(f"{c:>12}" for c in cols))
-    for r in rows:
-        print(" | ".join(f"{str(r[c]):>12}" for c in cols))
+    print_table(f"passive stages ({PASSIVE}) through pytest, {os.cpu_count()} cores", rows, 12)
     if a.profile:
         print_profile(a.profile, a.top)
     if a.py_spy:
