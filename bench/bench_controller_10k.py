@@ -270,7 +270,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="10000")
     ap.add_argument("--profile", choices=["inventory", "targets", "nccl", "traffic"],
-                    help="cProfile one part at the largest size (top entries, own time)")  # fmt: skip
+                    help="cProfile one part at the largest size")  # fmt: skip
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--hashed-sample", type=int, default=200,
                     help="look this many nodes up in the hashed known_hosts, scaled to all "
