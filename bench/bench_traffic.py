@@ -41,15 +41,22 @@ def fleet(n: int) -> tuple[list[str], dict[str, str]]:
     return nodes, {x: f"leaf{i // PER_LEAF + 1:02d}" for i, x in enumerate(nodes)}
 
 
-def fabric(nodes: list[str], leaf: dict[str, str], faults: list[dict[str, object]]) -> Fabric:
+def fabric(
+    nodes: list[str], leaf: dict[str, str], faults: list[dict[str, object]], down: str = ""
+) -> Fabric:
+    """The flow model's fabric; `down`: that leaf's uplink 0 on rail 0 has no link (the
+    fabric's `uplink_down`, as its switch table carries it)."""
     counts: dict[str, int] = {}
     for x in nodes:
         counts[leaf[x]] = counts.get(leaf[x], 0) + 1
-    doc = {
+    doc: dict[str, object] = {
         "nodes": {x: {"leaf": leaf[x], "rate_gbps": {"default": 400}} for x in nodes},
         "leaf_nodes": counts,
         "switch_faults": faults,
     }
+    if down:
+        ups = [[PER_LEAF + k + 1, 1, k + 1, k != 0] for k in range(counts[down])]
+        doc["switches"] = {f"{down}|0": {"lid": 2, "hosts": {}, "uplinks": ups}}
     return Fabric(doc)
 
 
@@ -102,7 +109,7 @@ def main() -> int:
         rp_round = next(r.id.number for r in incasts for t in r.tests
                         if t.rail == 0 and rp_node in t.senders)  # fmt: skip
         lf = leaf[rng.choice(nodes)]
-        fab = fabric(nodes, leaf, [{"kind": "uplink_down", "leaf": lf, "rail": 0}])
+        fab = fabric(nodes, leaf, [], down=lf)
         extra = bisection_rounds(plan, fab, 0, prof)
         uplink = len(incasts) + extra if extra > 0 else -1
         names = [np_round, max(np_round, rp_round), max(np_round, rp_round, uplink)]
