@@ -11,7 +11,8 @@ round (spawning, readiness, counter reads). Rounds to name 1-3 faulty parts: np_
 and rp_off senders are named in the incast round where they receive / send first; an uplink
 fault in the bisection, or in the re-test round when the bisection's slow flows leave two
 candidate leaves, found here by running the stage's own judge on the flow model's rates. The
-model's CPU: one max-min solve over N concurrent flows (incasts 8->1 plus a bisection).
+model's CPU: one max-min solve over N concurrent flows (incasts 8->1 plus a bisection), without
+and with the fabric's switches (the XmitWait of every switch port the queues build on).
 """
 
 from __future__ import annotations
@@ -41,15 +42,22 @@ def fleet(n: int) -> tuple[list[str], dict[str, str]]:
     return nodes, {x: f"leaf{i // PER_LEAF + 1:02d}" for i, x in enumerate(nodes)}
 
 
-def fabric(nodes: list[str], leaf: dict[str, str], faults: list[dict[str, object]]) -> Fabric:
+def fabric(
+    nodes: list[str], leaf: dict[str, str], faults: list[dict[str, object]], down: str = ""
+) -> Fabric:
+    """The flow model's fabric; `down`: that leaf's uplink 0 on rail 0 has no link (the
+    fabric's `uplink_down`, as its switch table carries it)."""
     counts: dict[str, int] = {}
     for x in nodes:
         counts[leaf[x]] = counts.get(leaf[x], 0) + 1
-    doc = {
+    doc: dict[str, object] = {
         "nodes": {x: {"leaf": leaf[x], "rate_gbps": {"default": 400}} for x in nodes},
         "leaf_nodes": counts,
         "switch_faults": faults,
     }
+    if down:
+        ups = [[PER_LEAF + k + 1, 1, k + 1, k != 0] for k in range(counts[down])]
+        doc["switches"] = {f"{down}|0": {"lid": 2, "hosts": {}, "uplinks": ups}}
     return Fabric(doc)
 
 
@@ -102,7 +110,7 @@ def main() -> int:
         rp_round = next(r.id.number for r in incasts for t in r.tests
                         if t.rail == 0 and rp_node in t.senders)  # fmt: skip
         lf = leaf[rng.choice(nodes)]
-        fab = fabric(nodes, leaf, [{"kind": "uplink_down", "leaf": lf, "rail": 0}])
+        fab = fabric(nodes, leaf, [], down=lf)
         extra = bisection_rounds(plan, fab, 0, prof)
         uplink = len(incasts) + extra if extra > 0 else -1
         names = [np_round, max(np_round, rp_round), max(np_round, rp_round, uplink)]
@@ -122,7 +130,27 @@ def main() -> int:
     solve(fab, flows)
     cpu = time.process_time() - t0
     print(f"flow model: {len(flows)} concurrent flows over {n} nodes: {cpu:.2f} s CPU per solve")
+    # the same on an InfiniBand fabric: every leaf's switch known, XmitWait per port computed
+    leaves = sorted(set(leaf.values()))
+    switches = {
+        f"{lf}|{r}": {
+            "lid": 100 + i, "hosts": {x: j + 1 for j, x in enumerate(
+                [x for x in nodes if leaf[x] == lf])},
+            "uplinks": [[PER_LEAF + k + 1, 1 + k, i + 1, True] for k in range(PER_LEAF)],
+        }
+        for i, lf in enumerate(leaves) for r in (0, 1)
+    }  # fmt: skip
+    ib = Fabric({**fab_doc(fab), "switches": switches})
+    t0 = time.process_time()
+    solve(ib, flows)
+    cpu = time.process_time() - t0
+    print(f"  with the fabric's switches (XmitWait per port): {cpu:.2f} s CPU per solve")
     return 0
+
+
+def fab_doc(fab: Fabric) -> dict[str, object]:
+    """The topology document a model Fabric was built from (its nodes and leaves)."""
+    return {"nodes": fab.nodes, "leaf_nodes": fab.leaf_nodes, "switch_faults": []}
 
 
 if __name__ == "__main__":

@@ -335,6 +335,11 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
         },
     }
     fleet = build(tmp_path, doc)
+    # the flows under load (sim/perftest_sim.py, from the flow model) left 12345 ticks of
+    # XmitWait on LID 3 port 2: perfquery adds them to that port's counter, no other
+    xmit = fleet.root / "fabric" / "traffic" / "xmit_wait.tsv"
+    assert xmit.read_text() == ""  # written empty at build
+    xmit.write_text("3\t2\t12345\n4\t2\t999\n")
     outs = run_script(
         fleet,
         "gpu001",
@@ -382,7 +387,11 @@ def test_observer_tools_on_a_built_node(tmp_path: Path) -> None:
     start = (3 * 1000 + 1) * BASE_FACTORS["PortXmitData"]
     t, rest = divmod(ports[0].counters["PortXmitData"] - start, LINK_RATES["PortXmitData"])
     assert rest == 0 and t >= 0
-    assert outs[3].stdout == perfquery_text(fab, sw, t)
+    idle = {p.port: p.counters for p in parse_perfquery_extended(perfquery_text(fab, sw, t))}
+    got = {p.port: dict(p.counters) for p in ports}
+    assert got[2].pop("PortXmitWait") == idle[2]["PortXmitWait"] + 12345
+    assert {k: v for k, v in idle[2].items() if k != "PortXmitWait"} == got.pop(2)
+    assert got == {k: dict(v) for k, v in idle.items() if k != 2}
     rates = {p.port: p.counters for p in ports}
     assert rates[2]["SymbolErrorCounter"] == 30 * t and rates[1]["SymbolErrorCounter"] == 0
 
@@ -427,3 +436,33 @@ def test_the_stage_loops_over_every_switch(tmp_path: Path) -> None:
     fws = parse_switch_firmware_loop(firmware.stdout)
     assert [f.lid for f in fws] == list(range(1, 19))
     assert [f.lid for f in fws if f.version == "31.2010.4100"] == [2]
+
+
+def test_the_flow_model_reads_the_fabrics_switches_and_its_uplink_down(tmp_path: Path) -> None:
+    """One definition of an uplink down: the fabric's fault darkens the port, and the flow
+    model's topology (sim/tools/traffic.py) carries the same uplink as down, so the flows
+    avoid it; the model's leaves are the fabric's switches (LID, host ports, uplinks)."""
+    from nodegate.sim.flowmodel import Fabric as FlowFabric
+    from nodegate.sim.tools.traffic import topology
+
+    over = {"fabric": {"uplinks_per_leaf": 2, "faults": [{"uplink_down": "leaf-r01-rail0"}]}}
+    m = model(tmp_path, **over)
+    fab = build_fabric(m)
+    doc = topology(m, fab)
+    leaf = fab.switch("leaf-r01-rail0")
+    sw = doc["switches"]["leaf01|0"]
+    assert (sw["lid"], sw["hosts"]) == (leaf.lid, {"gpu001": 1, "gpu002": 2})
+    assert [u[0] for u in sw["uplinks"]] == [3, 4] and [u[3] for u in sw["uplinks"]] == [
+        False,
+        True,
+    ]
+    assert (leaf.lid, 3) not in fab.ports and (leaf.lid, 4) in fab.ports  # dark, linked
+    assert doc["uplinks"] == 2  # the fabric's uplinks_per_leaf, the model's too
+    flows = FlowFabric(doc)
+    assert [flows.uplink("leaf01", 0, i) for i in range(2)] == [1, 1]  # both on the one up
+    assert [flows.uplink("leaf01", 1, i) for i in range(2)] == [0, 1]  # rail 1's leaf healthy
+    assert flows.port_of(("up", "leaf01", "0", "1")) == f"{leaf.lid}:4"
+    spine_lid, spine_port = sw["uplinks"][1][1], sw["uplinks"][1][2]
+    assert flows.port_of(("down", "leaf01", "0", "1")) == f"{spine_lid}:{spine_port}"
+    assert flows.port_of(("rx", "gpu002", "0")) == f"{leaf.lid}:2"
+    assert flows.port_of(("tx", "gpu002", "0")) is None

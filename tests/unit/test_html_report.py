@@ -208,6 +208,8 @@ def test_traffic_section_draws_senders_fair_share_victim_and_bisection(tmp_path)
     assert labels == ["n2-&gt;n1: 231.6", "n3-&gt;n1: 77.2", "n4-&gt;n1: 77.2",
                       "victim n2-&gt;n5: 150.0", "alone n2-&gt;n5: 386.0"]  # fmt: skip
     assert "<title>fair share 128.7 Gb/s</title>" in incast
+    # traffic.fairness's number: Jain over the senders (not the victim, not alone)
+    assert '<p class="fairness">Jain 0.758 over 3 senders</p>' in incast
     bis = section.split('id="traffic-rail0-bisection"')[1]
     assert "n=2 · min 193 · median 386 · max 386" in bis
     assert re.findall(r"<title>([^<]+) Gb/s</title></rect>", bis.split("</div>")[0]) == [

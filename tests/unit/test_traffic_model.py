@@ -6,9 +6,32 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from nodegate.sim.flowmodel import EFFICIENCY, Fabric, Flow, counters, flow_average, solve
+from nodegate.sim.flowmodel import (
+    EFFICIENCY,
+    XMIT_WAIT_TICKS_PER_S,
+    Fabric,
+    Flow,
+    counters,
+    flow_average,
+    solve,
+    solve_waits,
+)
 
 GOOD = 400 * EFFICIENCY  # 386 Gb/s: one flow alone on a 400G link
+
+
+def switches(down: str = "") -> dict[str, Any]:
+    """The fabric's switch of each leaf on rail 0 (LID 10 + leaf): host n<i> on port i % 4 + 1,
+    uplinks on ports 5-8 to spine LID 1, port 4 * leaf + k + 1; `down`'s uplink 0 has no link."""
+    return {
+        f"l{j}|0": {
+            "lid": 10 + j,
+            "hosts": {f"n{i}": i % 4 + 1 for i in range(4 * j, 4 * j + 4)},
+            "uplinks": [[5 + k, 1, 4 * j + k + 1, not (f"l{j}" == down and k == 0)]
+                        for k in range(4)],
+        }
+        for j in range(3)
+    }  # fmt: skip
 
 
 def fabric(**faults: str) -> Fabric:
@@ -16,13 +39,16 @@ def fabric(**faults: str) -> Fabric:
         f"n{i}": {"leaf": f"l{i // 4}", "rate_gbps": {"default": 400}} for i in range(12)
     }
     switch = []
+    down = ""
     for kind, where in faults.items():
         if kind in ("np_off", "rp_off"):
             nodes[where][kind] = [0]
+        elif kind == "uplink_down":  # the fabric's fault: its switch table says so
+            down = where
         else:
             switch.append({"kind": kind, "leaf": where, "rail": 0})
     return Fabric({"nodes": nodes, "leaf_nodes": {"l0": 4, "l1": 4, "l2": 4},
-                   "switch_faults": switch})  # fmt: skip
+                   "switch_faults": switch, "switches": switches(down)})  # fmt: skip
 
 
 INCAST = [Flow("a", "n4", "n0", 0), Flow("b", "n5", "n0", 0), Flow("c", "n8", "n0", 0)]
@@ -88,3 +114,32 @@ def test_a_flow_averages_over_the_flows_it_overlapped() -> None:
     spans = {"a": (Flow("a", "n4", "n0", 0), 0.0, 2.0), "b": (Flow("b", "n8", "n0", 0), 1.0, 3.0)}
     bw, _c, shared = flow_average(fab, "a", spans, now=2.0)
     assert round(bw, 1) == round((GOOD + GOOD / 2) / 2, 1) and shared == 0.5
+
+
+def test_xmit_wait_ticks_where_the_queue_builds_and_nowhere_else() -> None:
+    """The incast's receiver port (leaf l0, LID 10, port 1) has three 400G senders for one
+    400G port: it waits 2/3 of the time, each flow adding a third of that; the victim's port
+    (n1: LID 10 port 2) and every uplink (one flow each) wait not at all."""
+    _r, _g, waits = solve_waits(fabric(), [*INCAST, VICTIM])
+    third = XMIT_WAIT_TICKS_PER_S * (1 - 400 / (200 + 400 + 400)) / 3
+    assert waits == {
+        "a": {"10:1": pytest.approx(third)}, "b": {"10:1": pytest.approx(third)},
+        "c": {"10:1": pytest.approx(third)}, "v": {},
+    }  # fmt: skip
+    # two bisection flows on one uplink (static routes): that uplink's leaf port waits half
+    flows = [Flow(f"f{i}", f"n{i}", f"n{i + 8}", 0) for i in range(4)]
+    _r, _g, waits = solve_waits(fabric(static_route_collision="l0"), flows)
+    assert {k: {p: round(w) for p, w in v.items()} for k, v in waits.items()} == {
+        "f0": {"10:5": XMIT_WAIT_TICKS_PER_S // 4}, "f1": {"10:5": XMIT_WAIT_TICKS_PER_S // 4},
+        "f2": {}, "f3": {},
+    }  # fmt: skip
+    # an uplink down: the spine port down to l2 that carries two flows waits
+    _r, _g, waits = solve_waits(fabric(uplink_down="l2"), flows)
+    assert {p for w in waits.values() for p in w} == {"1:10"}
+    # the flow's own counters carry its share over its span: 2 s of a third of 2/3 waiting
+    spans = {f.id: (f, 0.0, 2.0) for f in INCAST}
+    _bw, c, _s = flow_average(fabric(), "a", spans, now=2.0)
+    assert c.switch == {"10:1": pytest.approx(2 * XMIT_WAIT_TICKS_PER_S * (2 / 3) / 3)}
+    # no fabric (RoCE: Ethernet leaves): no XmitWait anywhere
+    roce = Fabric({"nodes": fabric().nodes, "leaf_nodes": {"l0": 4, "l1": 4, "l2": 4}})
+    assert solve_waits(roce, INCAST)[2] == {"a": {}, "b": {}, "c": {}}

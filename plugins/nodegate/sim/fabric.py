@@ -117,6 +117,16 @@ class PortRates:
 
 
 @dataclass(frozen=True, slots=True)
+class Uplink:
+    """One leaf uplink: the leaf's port, the spine's LID and port, whether it has a link."""
+
+    port: int
+    spine_lid: int
+    spine_port: int
+    up: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Fabric:
     """The whole fabric; `ports[(lid, port)]` is what each switch port sees."""
 
@@ -131,6 +141,9 @@ class Fabric:
     starved_ports: frozenset[tuple[int, int]] = field(default_factory=frozenset)
     # The CA ports of each node, in rail order (built by build_fabric from `cas`).
     by_node: Mapping[str, tuple[CaPort, ...]] = field(default_factory=dict)
+    # leaf -> its uplinks in order: (leaf port, spine LID, spine port, up), `uplink_down`'s
+    # with up False (the flow model reads the same list: sim/tools/traffic.py)
+    uplinks: Mapping[str, tuple[Uplink, ...]] = field(default_factory=dict)
 
     def switch(self, name: str) -> Switch:
         for s in self.switches:
@@ -287,13 +300,16 @@ def build_fabric(model: FleetModel) -> Fabric:
     spines = [s for s in switches if s.role == "spine"]
     leaves = [s for s in switches if s.role == "leaf"]
     used = [0] * spec.spines  # ports taken on each spine, in leaf and uplink order
+    uplinks: dict[str, list[Uplink]] = {}
     for li, leaf in enumerate(leaves):
         for u in range(spec.uplinks):
             k = (li * spec.uplinks + u) % spec.spines
             spine = spines[k]
             used[k] += 1
             lp, sp = per_leaf + u + 1, used[k]
-            if ("uplink_down", leaf.lid, lp) in down_or_starved:
+            down = ("uplink_down", leaf.lid, lp) in down_or_starved
+            uplinks.setdefault(leaf.name, []).append(Uplink(lp, spine.lid, sp, not down))
+            if down:
                 continue
             ports[(leaf.lid, lp)] = Link(End("SW", spine.lid, sp, spine.guid, spine.name))
             ports[(spine.lid, sp)] = Link(End("SW", leaf.lid, lp, leaf.guid, leaf.name))
@@ -316,6 +332,7 @@ def build_fabric(model: FleetModel) -> Fabric:
         by_node=_by_node(cas),
         symbol_error_ports=frozenset(symbol_ports),
         starved_ports=frozenset(starved),
+        uplinks={k: tuple(v) for k, v in uplinks.items()},
     )
 
 
@@ -355,5 +372,6 @@ __all__ = [
     "PortRates",
     "SmRecord",
     "Switch",
+    "Uplink",
     "build_fabric",
 ]

@@ -50,7 +50,10 @@ SWITCH_FAULTS = {
         f"PortXmitWait of uplink ARG ('LEAF' or 'LEAF:PORT'; default the leaf's first uplink) "
         f"climbs at {XMIT_WAIT_STARVED_PER_S}/s (credit starvation)"
     ),
-    "uplink_down": "uplink ARG ('LEAF' or 'LEAF:PORT') has no link: both ends have no partner",
+    "uplink_down": (
+        "uplink ARG ('LEAF' or 'LEAF:PORT') has no link: both ends have no partner (the "
+        "traffic flow model routes around it: sim/flowmodel.py)"
+    ),
     "sm_none": "no subnet manager runs: sminfo and saquery SMIR fail (the SMs' LID stays set)",
     "sm_two_masters": "the standby SM on spine02 also reports MASTER (two masters)",
     "switch_old_firmware": f"switch ARG runs firmware {OLD_SWITCH_FW} (the rest {SWITCH_FW})",

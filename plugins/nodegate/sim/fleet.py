@@ -99,7 +99,7 @@ class Fleet:
         # The InfiniBand fabric: its shared answers once, each node's observer tools below.
         fab = build_fabric(model)
         fabric_tools.write_shared(fab, self.root, int(time.time()))
-        traffic_tools.write_shared(model, self.root)  # the flow model's topology, its registry
+        traffic_tools.write_shared(model, fab, self.root)  # the flow model's topology, its registry
 
         serving = [n for n in model.nodes if n.fault("unreachable") is None]
         groups = [serving[i : i + ADDRS_PER_SSHD] for i in range(0, len(serving), ADDRS_PER_SSHD)]

@@ -16,8 +16,17 @@ saturated link:
   packets (sequence errors at the receiver); without ECN too the drops collapse the aggregate
   (`COLLAPSE`) and the senders retransmit;
 - a leaf's uplinks (one per host unless `uplinks` says, each at `uplink_gbps`): flows through
-  a leaf take one uplink each; `uplink_down` moves uplink 0's flow onto uplink 1 and
+  a leaf take one uplink each; an uplink the fabric has down (its `uplinks` entry, from the
+  fabric's `uplink_down`, sim/fabric.py) passes its flow to the next uplink that is up, and
   `static_route_collision` routes the first two flows over uplink 0: those two share it.
+
+XmitWait: a saturated switch egress port shared by several flows (where the queue builds: the
+leaf port facing an incast's receiver, an uplink two flows collide on, the spine port down to a
+leaf) has data it cannot send for the share of the time its offered load exceeds its capacity,
+1 - capacity / offered (offered: each flow's sender line rate, split over that sender's flows);
+it counts `XMIT_WAIT_TICKS_PER_S` ticks per second of that. A port whose flows fit counts none.
+Only switches with hosts on the InfiniBand fabric count (perfquery reads them: RoCE leaves are
+Ethernet switches).
 
 Counters per flow (marks, CNPs, pauses, sequence errors, retransmission timeouts) follow from
 its rate over each interval. `flow_average` integrates one flow's rate over its own lifetime,
@@ -27,7 +36,10 @@ Topology document (`traffic.json`, written at fleet build, sim/tools/traffic.py)
   {"nodes": {name: {"leaf": str, "rate_gbps": {rail: float}, "np_off": [rails],
                      "rp_off": [rails]}},
    "leaf_nodes": {leaf: count}, "uplinks": int,
-   "switch_faults": [{"kind": str, "leaf": str, "rail": int | None}]}
+   "switch_faults": [{"kind": str, "leaf": str, "rail": int | None}],
+   "switches": {"LEAF|RAIL": {"lid": int, "hosts": {node: port},
+                              "uplinks": [[port, spine LID, spine port, up], ...]}}}
+(`switches` only where the fleet has a fabric: the fabric's switch of each leaf and rail.)
 """
 
 from __future__ import annotations
@@ -46,6 +58,9 @@ CNP_PER_MARK = 0.5  # the NP coalesces marks into CNPs (one per QP per interval)
 PAUSE_SHARE_DCQCN = 0.002  # of the window a DCQCN sender is paused (bursts only)
 PAUSE_FRAMES_PER_S = 20_000  # pause frames a paused port receives per second paused
 DROP_SHARE = 0.01  # of a lossy flow's packets lost (out of sequence at the receiver)
+# PortXmitWait ticks per second of a port that has data and cannot send the whole time (the
+# sim's tick; its starved uplink, sim/fabric_spec.py, ticks at 90 % of this)
+XMIT_WAIT_TICKS_PER_S = 50_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +79,14 @@ class Counters:
 
     sender: dict[str, float] = field(default_factory=dict)
     receiver: dict[str, float] = field(default_factory=dict)
+    # "LID:PORT" of a switch port -> the PortXmitWait ticks this flow's share of its wait adds
+    switch: dict[str, float] = field(default_factory=dict)
 
     def add(self, other: Counters) -> None:
-        for mine, theirs in ((self.sender, other.sender), (self.receiver, other.receiver)):
+        for mine, theirs in (
+            (self.sender, other.sender), (self.receiver, other.receiver),
+            (self.switch, other.switch),
+        ):  # fmt: skip
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0.0) + v
 
@@ -79,6 +99,7 @@ class Fabric:
         self.leaf_nodes: Mapping[str, int] = doc["leaf_nodes"]
         self.uplinks = int(doc.get("uplinks") or 0)  # 0: one per host of the leaf
         self.uplink_gbps = float(doc.get("uplink_gbps", 400.0))
+        self.switches: Mapping[str, Mapping[str, Any]] = doc.get("switches") or {}
         self.faults: dict[tuple[str, str, int], bool] = {}
         for f in doc.get("switch_faults", ()):
             rails = range(64) if f.get("rail") is None else (int(f["rail"]),)
@@ -105,16 +126,43 @@ class Fabric:
         """Uplinks per leaf and rail: as many as hosts (non-blocking) unless the model says."""
         return self.uplinks or max(1, int(self.leaf_nodes.get(leaf, 1)))
 
+    def up(self, leaf: str, rail: int, k: int) -> bool:
+        """Uplink k of the leaf on the rail has a link (the fabric's, where it has one)."""
+        ups = self.switches.get(f"{leaf}|{rail}", {}).get("uplinks") or ()
+        return k >= len(ups) or bool(ups[k][3])
+
     def uplink(self, leaf: str, rail: int, i: int) -> int:
-        """The uplink the `i`-th flow through a leaf (by id) takes: spread one per uplink;
-        `uplink_down` (uplink 0) moves its flow onto uplink 1; `static_route_collision` puts
+        """The uplink the `i`-th flow through a leaf (by id) takes: spread one per uplink; an
+        uplink that is down passes its flow to the next one up; `static_route_collision` puts
         the first two flows on uplink 0."""
         n = self.uplinks_of(leaf)
         if self.fault("static_route_collision", leaf, rail):
             return max(0, i - 1) % n
-        if self.fault("uplink_down", leaf, rail) and n > 1:
-            return 1 if i % n == 0 else i % n
-        return i % n
+        k = i % n
+        for step in range(n):
+            if self.up(leaf, rail, (k + step) % n):
+                return (k + step) % n
+        return k
+
+    def port_of(self, link: tuple[str, ...]) -> str | None:
+        """The switch egress port ("LID:PORT") that transmits onto a model link, where the
+        switch is on the InfiniBand fabric; None for a host's own port or no fabric."""
+        kind = link[0]
+        if kind == "tx":
+            return None
+        leaf = self.leaf(link[1]) if kind == "rx" else link[1]
+        sw = self.switches.get(f"{leaf}|{link[2]}")
+        if not sw or not sw.get("hosts"):
+            return None
+        if kind == "rx":
+            port = sw["hosts"].get(link[1])
+            return None if port is None else f"{sw['lid']}:{port}"
+        ups = sw.get("uplinks") or ()
+        k = int(link[3])
+        if k >= len(ups):
+            return None
+        lp, spine_lid, spine_port = ups[k][0], ups[k][1], ups[k][2]
+        return f"{sw['lid']}:{lp}" if kind == "up" else f"{spine_lid}:{spine_port}"
 
     def links(self, flows: Sequence[Flow]) -> dict[str, list[tuple[str, ...]]]:
         """The links each flow crosses, as keys: ("tx", node, rail), ("up", leaf, rail, k),
@@ -202,6 +250,15 @@ class Regime:
 
 def solve(fab: Fabric, flows: Sequence[Flow]) -> tuple[dict[str, float], dict[str, Regime]]:
     """Every flow's goodput (Gb/s) and congestion regime while exactly `flows` run."""
+    rates, regime, _ = solve_waits(fab, flows)
+    return rates, regime
+
+
+def solve_waits(
+    fab: Fabric, flows: Sequence[Flow]
+) -> tuple[dict[str, float], dict[str, Regime], dict[str, dict[str, float]]]:
+    """`solve`, and per flow the XmitWait ticks per second it adds at each switch port that
+    waits on its path ("LID:PORT": its share of the port's wait, split over the port's flows)."""
     links = fab.links(flows)
     capacity = {lk: fab.capacity(lk) for ls in links.values() for lk in ls}
     weight = {f.id: 1.0 for f in flows}
@@ -216,6 +273,20 @@ def solve(fab: Fabric, flows: Sequence[Flow]) -> tuple[dict[str, float], dict[st
         if len(fs) > 1 and sum(first[f.id] for f in fs) >= capacity[lk] - 1e-6
         and lk[0] != "tx"
     }  # fmt: skip
+    waits: dict[str, dict[str, float]] = {f.id: {} for f in flows}
+    if fab.switches:
+        per_sender: dict[tuple[str, int], int] = {}
+        for f in flows:
+            per_sender[(f.src, f.rail)] = per_sender.get((f.src, f.rail), 0) + 1
+        for lk in hot:
+            port = fab.port_of(lk)
+            if port is None:
+                continue
+            fs = load[lk]
+            offered = sum(fab.rate(f.src, f.rail) / per_sender[(f.src, f.rail)] for f in fs)
+            share = max(0.0, 1.0 - capacity[lk] / offered) if offered > 0 else 0.0
+            for f in fs:
+                waits[f.id][port] = XMIT_WAIT_TICKS_PER_S * share / len(fs)
     regime: dict[str, Regime] = {}
     for f in flows:
         mine = [lk for lk in links[f.id] if lk in hot]
@@ -256,7 +327,7 @@ def solve(fab: Fabric, flows: Sequence[Flow]) -> tuple[dict[str, float], dict[st
         if r.lossy:
             g *= ONSET_LOSS if r.cnps else COLLAPSE
         out[f.id] = g
-    return out, regime
+    return out, regime, waits
 
 
 def counters(
@@ -311,10 +382,11 @@ def flow_average(
     for a, b in zip(times, times[1:], strict=False):
         mid = (a + b) / 2
         live = [fl for fl, s, e in spans.values() if s <= mid < (now if e is None else e)]
-        rates, regimes = solve(fab, live)
+        rates, regimes, waits = solve_waits(fab, live)
         tx = sum(rates[fl.id] for fl in live if fl.src == mine.src and fl.rail == mine.rail)
         got += rates[me] * (b - a)
         total.add(counters(fab, mine, rates[me], regimes[me], tx, b - a))
+        total.add(Counters(switch={p: w * (b - a) for p, w in waits[me].items()}))
         if len(live) > 1:
             shared += b - a
     span = end - t0

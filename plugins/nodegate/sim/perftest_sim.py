@@ -285,7 +285,28 @@ def timed_flow(
         if r["start"] < now and (r.get("end") is None or r["end"] > docs[me_id]["start"])
     )  # fmt: skip
     bw, c, _shared = fm.flow_average(fab, me_id, spans, now)
+    if c.switch:
+        add_xmit_wait(os.path.join(d, "xmit_wait.tsv"), c.switch)
     return round(bw, 2), c.sender, c.receiver
+
+
+def add_xmit_wait(path: str, ticks: dict[str, float]) -> None:
+    """Add a flow's share of the switch ports' XmitWait to the fleet's table (LID, port,
+    ticks per line; sim/tools/fabric.py's perfquery adds it to the port's counter)."""
+    with _locked(os.path.join(os.path.dirname(path), "flows.lock")):
+        total: dict[str, float] = {}
+        try:
+            with open(path) as f:
+                for line in f:
+                    lid, port, n = line.split("\t")
+                    total[f"{lid}:{port}"] = float(n)
+        except FileNotFoundError:
+            pass
+        for k, v in ticks.items():
+            total[k] = total.get(k, 0.0) + v
+        with open(path + ".new", "w") as f:
+            f.writelines(f"{k.replace(':', chr(9))}\t{v:.0f}\n" for k, v in sorted(total.items()))
+        os.replace(path + ".new", path)
 
 
 class _locked:

@@ -1,5 +1,6 @@
 """report.html's traffic section, from the stage's own files (`traffic/localization-*.json`):
-each incast's per-sender bars with the fair share drawn, its victim flow alone and during, and
+each incast's per-sender bars with the fair share drawn and its Jain index (traffic.fairness),
+the receiver port's XmitWait where read, its victim flow alone and during, and
 each bisection's flow distribution. Read as data: a file that is missing or not understood
 leaves the section out (the verdicts still say everything)."""
 
@@ -52,11 +53,17 @@ def traffic_view(run_dir: Path | None) -> list[dict[str, Any]]:
             senders = [(k, v) for k, v in rows if not k.startswith("victim ")]
             victim = [(k, v) for k, v in rows if k.startswith("victim ")]
             fair = sum(v for _, v in senders) / len(senders) if senders else None
+            sq = sum(v * v for _, v in senders)
+            jain = (len(senders) * fair) ** 2 / (len(senders) * sq) if fair and sq else None
             shown = senders + victim
             alone = t.get("alone")
             if isinstance(alone, int | float) and victim:
                 shown.append((victim[0][0].replace("victim ", "alone "), float(alone)))
             top = max(v for _, v in shown)
-            out.append({"key": key, "kind": "incast", "fair": fair, **_bars(shown, top, fair)})
+            xw = t.get("xmit_wait")
+            out.append({"key": key, "kind": "incast", "fair": fair, "jain": jain,
+                        "senders": len(senders),
+                        "xmit_wait": xw if isinstance(xw, int) else None,
+                        **_bars(shown, top, fair)})  # fmt: skip
     incasts = [o for o in out if o["kind"] == "incast"][:MAX_INCASTS]
     return incasts + [o for o in out if o["kind"] == "bisection"]

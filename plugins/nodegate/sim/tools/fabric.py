@@ -186,8 +186,10 @@ def _linked(fab: Fabric, lid: int, port: int) -> bool:
 
 def _perfquery_awk() -> str:
     """An awk program printing what perfquery_text prints, for `lid` at `t`, from one line of
-    switches.tsv (LID, ports, linked ports, symbol-error ports, starved ports): the counters'
-    formulas are Fabric.rates' tables, so a node's perfquery costs one awk, not a file per
+    switches.tsv (LID, ports, linked ports, symbol-error ports, starved ports) and the ticks the
+    flows under load added to ports' XmitWait (`xwfile`, fabric/traffic/xmit_wait.tsv, written
+    by the simulated ib_write_bw from the flow model): the counters' formulas are Fabric.rates'
+    tables plus those ticks, so a node's perfquery costs one awk, not a file per
     switch of pre-rendered counters."""
     lines = [
         'function pad(s) { s = s ":"; while (length(s) < 33) s = s "."; return s }',
@@ -198,6 +200,9 @@ def _perfquery_awk() -> str:
         '  k = split($5, a, ","); for (i = 1; i <= k; i++) sv[a[i]] = 1',
         "  exit }",
         "END { if (!found) exit 3",
+        # the flow model's XmitWait under load: LID, port, ticks (sim/tools/traffic.py)
+        "  while ((getline ln < xwfile) > 0) {",
+        '    split(ln, f, "\t"); if (f[1] == lid) xw[f[2]] = f[3] }',
         "  for (p = 1; p <= n; p++) { L = (p in lk); S = (p in se); W = (p in sv)",
         "    seed = lid * 1000 + p",
         f'    print "# Port extended counters: Lid " lid " port " p " {CAP_MASK}"',
@@ -210,7 +215,8 @@ def _perfquery_awk() -> str:
             continue
         src = _SAME_AS.get(name, name)
         base = f"L * seed * {BASE_FACTORS[src]}" if src in BASE_FACTORS else "0"
-        if src == "PortXmitWait":
+        if src == "PortXmitWait":  # and the ticks the flows under load added (xw[p])
+            base += " + xw[p]"
             rate = f"(W ? {XMIT_WAIT_STARVED_PER_S} : L * {LINK_RATES[src]})"
         elif src == "SymbolErrorCounter":
             rate = f"S * {SYMBOL_ERRORS_PER_S}"
@@ -362,6 +368,7 @@ def tools(node: SimNode, fab: Fabric) -> Iterable[SimTool]:
                 _port_check("perfquery", up, down),
                 'ng_t0=$(/bin/cat "$ng_fab/t0"); ng_now=$(/bin/date +%s)',
                 '/usr/bin/awk -v lid="$ng_lid" -v t=$((ng_now - ng_t0)) '
+                '-v xwfile="$ng_fab/traffic/xmit_wait.tsv" '
                 '-f "$ng_fab/perfquery.awk" "$ng_fab/switches.tsv"; ng_rc=$?',
                 "if [ $ng_rc = 3 ]; then  # no switch at that LID: the NodeInfo query times out",
                 "  printf 'ibwarn: [%s] mad_rpc: _do_madrpc failed; dport (Lid %s)\\n' $$ "

@@ -15,7 +15,7 @@ from typing import Any
 
 from nodegate.core.errors import ConfigError
 from nodegate.inventory.nodes import natural_key
-from nodegate.stages.fabric.snapshot import snapshot_of_run
+from nodegate.stages.fabric.snapshot import run_topologies, snapshot_of_run
 
 Cabling = Mapping[str, Mapping[str, str]]  # node -> RDMA device -> the switch it lands on
 
@@ -35,6 +35,41 @@ def discovered_cabling(run_dir: Path) -> dict[str, dict[str, str]]:
         for node, devs in sub["nodes"].items():
             for dev, end in devs.items():
                 out.setdefault(node, {})[dev] = str(end["switch"])
+    return out
+
+
+def discovered_ports(run_dir: Path) -> dict[str, dict[str, tuple[int, int]]]:
+    """node -> device -> (LID, port) of the switch port it lands on, over every subnet the
+    run's fabric stage discovered (what perfquery reads that port's counters by)."""
+    try:
+        topologies, guids = run_topologies(run_dir)
+    except ConfigError:
+        return {}
+    out: dict[str, dict[str, tuple[int, int]]] = {}
+    for topo in topologies.values():
+        for guid, port in topo.ca_ports.items():
+            if guid in guids:
+                node, device = guids[guid].split(" ", 1)
+                out.setdefault(node, {})[device] = (port.switch.lid, port.port)
+    return out
+
+
+def discovered_uplink_ends(run_dir: Path) -> dict[str, list[tuple[int, int, str, int, int]]]:
+    """leaf -> its linked uplinks by port: (leaf LID, leaf port, far switch, its LID, its port),
+    over every subnet the run's fabric stage discovered (what perfquery reads a cable's two
+    ends by)."""
+    try:
+        topologies, _ = run_topologies(run_dir)
+    except ConfigError:
+        return {}
+    out: dict[str, list[tuple[int, int, str, int, int]]] = {}
+    for topo in topologies.values():
+        for leaf in topo.leaves():
+            out.setdefault(leaf.name, []).extend(
+                (leaf.lid, u.local.port, u.remote.switch.name, u.remote.switch.lid, u.remote.port)
+                for u in topo.uplinks(leaf)
+                if u.remote is not None
+            )
     return out
 
 

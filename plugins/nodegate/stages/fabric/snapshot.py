@@ -36,6 +36,16 @@ def _stdout(doc: Mapping[str, Any], cmd: str) -> str | None:
 
 def snapshot_of_run(run_dir: Path) -> dict[str, Any]:
     """The snapshot of the fabric a run discovered (its raw evidence), validated."""
+    topologies, guids = run_topologies(run_dir)
+    subnets = {subnet: _subnet(topo, guids) for subnet, topo in topologies.items()}
+    doc = {"schema_version": 1, "run": str(run_dir), "subnets": subnets}
+    schemas.validate(SCHEMA, doc)
+    return doc
+
+
+def run_topologies(run_dir: Path) -> tuple[dict[str, Topology], dict[str, str]]:
+    """Each subnet's topology as the run's first usable observer read it, and the port GUIDs
+    of the run's nodes (GUID -> "node device"); ConfigError without fabric evidence."""
     raw = run_dir / "raw"
     if not raw.is_dir():
         raise ConfigError(f"{run_dir}: not a run directory (no raw/)")
@@ -57,7 +67,7 @@ def snapshot_of_run(run_dir: Path) -> dict[str, Any]:
                     guids["0x" + d.node_guid] = f"{node} {d.name}"
         except ParseError:
             continue
-    subnets: dict[str, Any] = {}
+    topologies: dict[str, Topology] = {}
     prefix = DISCOVER + "_"
     names = sorted({c[len(prefix) :] for d in docs.values() for c in d.get("commands") or {}
                     if c.startswith(prefix)})  # fmt: skip
@@ -65,10 +75,8 @@ def snapshot_of_run(run_dir: Path) -> dict[str, Any]:
         topo = _first_topology(docs, prefix + subnet)
         if topo is None:
             raise ConfigError(f"{run_dir}: no observer read subnet {subnet} (ibnetdiscover)")
-        subnets[subnet] = _subnet(topo, guids)
-    doc = {"schema_version": 1, "run": str(run_dir), "subnets": subnets}
-    schemas.validate(SCHEMA, doc)
-    return doc
+        topologies[subnet] = topo
+    return topologies, guids
 
 
 def _first_topology(docs: Mapping[str, Mapping[str, Any]], cmd: str) -> Topology | None:

@@ -14,6 +14,7 @@ from nodegate.framework.active.campaign import Campaign, EvidenceRefs, Execution
 from nodegate.framework.active.rounds import Outcome, Sanity
 from nodegate.inventory import Node
 from nodegate.stages.traffic.blame import (
+    Cable,
     Finding,
     Infra,
     Judged,
@@ -38,8 +39,14 @@ class TrafficCampaign(Campaign[TrafficTest]):
         self, name: str, prof: TrafficProfile, paths: Sequence[RailPath], members: Sequence[Node],
         transport: Transport, leaf: Mapping[str, str], prio: int | None,
         on_rail: Mapping[tuple[str, int], str] | None = None,
+        ports: Mapping[tuple[str, int], tuple[int, int]] | None = None,
+        cables: Mapping[str, Sequence[Cable]] | None = None,
     ) -> None:  # fmt: skip
         self.name = name
+        # (node, rail) -> (LID, port) of the switch port it lands on (the fabric stage's)
+        self.ports = dict(ports or {})
+        # leaf -> its linked uplinks (leaf LID, port, spine, its LID, its port): the same's
+        self.cables = {k: tuple(v) for k, v in (cables or {}).items()}
         self.prof = prof
         self.paths = {p.rail.rail: p for p in paths}
         self.nodes = tuple(n.name for n in members)
@@ -103,11 +110,43 @@ class TrafficCampaign(Campaign[TrafficTest]):
         return frozenset((n, test.rail) for n in test.nodes())
 
     def channels(self, test: TrafficTest) -> int:
-        return channels(test, self.prio is not None)
+        sw = self.switches(test)
+        return channels(test, self.prio is not None, len(sw[1]) if sw else 0)
+
+    def watch(self, test: TrafficTest) -> tuple[int, int] | None:
+        """The switch (LID, port) facing an incast's receiver whose XmitWait is judged: on
+        InfiniBand with `traffic.xmit_wait` set, where the fabric stage discovered it."""
+        if test.kind != "incast" or self.prio is not None or self.prof.xmit_wait is None:
+            return None
+        return self.ports.get((test.receiver, test.rail))
+
+    def switches(self, test: TrafficTest) -> tuple[str, tuple[int, ...]] | None:
+        """Who reads which switches' XmitWait around the test: an incast's receiver its leaf
+        (`watch`); a bisection's first sender the leaves of its nodes and their uplinks'
+        spines (which uplink the slow flows share). None: not read (RoCE, no discovery)."""
+        w = self.watch(test)
+        if w is not None:
+            return test.receiver, (w[0],)
+        if test.kind != "bisection" or self.prio is not None or self.prof.xmit_wait is None:
+            return None
+        on = self.localizer.leaf_on(test.rail)
+        cables = [c for lf in sorted({on.get(n, "") for n in test.nodes()})
+                  for c in self.cables.get(lf, ())]  # fmt: skip
+        if not cables:
+            return None
+        lids = sorted({c[0] for c in cables} | {c[3] for c in cables})
+        return test.pairs[0][0], tuple(lids)
+
+    def cables_on(self, rail: int) -> dict[str, tuple[Cable, ...]]:
+        """leaf -> its uplink cables, for the leaves of the rail (the discovered switches)."""
+        leaves = set(self.localizer.leaf_on(rail).values())
+        return {lf: c for lf, c in self.cables.items() if lf in leaves}
 
     async def execute(self, test: TrafficTest, spawn: Spawner) -> Execution:
         addr = {n: self.addresses[n][test.rail] for n in test.nodes()}
-        run, timings = await Runner(test, self.paths[test.rail], self.prof, addr, spawn).run()
+        path = self.paths[test.rail]
+        runner = Runner(test, path, self.prof, addr, spawn, self.switches(test))
+        run, timings = await runner.run()
         self.timings[test] = timings
         return run
 
@@ -115,7 +154,7 @@ class TrafficCampaign(Campaign[TrafficTest]):
         path = self.paths[test.rail]
         m = measure(
             test, run, self.timings.get(test, []), self.prof.duration_s, path.rail.device,
-            self.prio, float(self.prof.overlap.value),
+            self.prio, float(self.prof.overlap.value), self.watch(test), self.prof.xmit_wait,
         )  # fmt: skip
         self.measured[test] = m
         key = self.key_of(test)
@@ -126,8 +165,9 @@ class TrafficCampaign(Campaign[TrafficTest]):
             )  # fmt: skip
         else:
             j = judge_bisection(
-                test, m, self.prof, self.localizer.leaf_on(test.rail), key, self.name_switch
-            )
+                test, m, self.prof, self.localizer.leaf_on(test.rail), key, self.name_switch,
+                self.cables_on(test.rail),
+            )  # fmt: skip
             self.judged[test] = j
             if j.suspects:
                 self.localizer.leaf_suspects.append((test.rail, j.suspects))
@@ -147,7 +187,7 @@ class TrafficCampaign(Campaign[TrafficTest]):
             "tests": {
                 self.key_of(t): {
                     "flows": dict(m.flows), "alone": m.alone, "overlap": m.overlap,
-                    "error": m.error,
+                    "error": m.error, "xmit_wait": m.xmit_wait,
                     "counters": {n: dict(g) for n, g in m.growth.items()},
                 }
                 for t, m in self.measured.items()
@@ -159,12 +199,13 @@ class TrafficCampaign(Campaign[TrafficTest]):
         }  # fmt: skip
 
     def _infra(self) -> list[Infra]:
-        """One item per fault of a part (its component and what is wrong), listing every
-        place it showed."""
+        """One item per fault of a part (its component and what to do about it: a switch
+        that neither marks ECN nor pauses is two), listing every place it showed; the first
+        test's message says it (a re-test of the same cable measures other numbers)."""
         seen: dict[tuple[str, str], tuple[Infra, list[str]]] = {}
         for j in self.judged.values():
             for i in j.infra:
-                first, ats = seen.setdefault((i.component, i.message), (i, []))
+                first, ats = seen.setdefault((i.component, i.remediation), (i, []))
                 ats += [a for a in i.at.split(", ") if a not in ats]
         return sorted(
             (replace(i, at=", ".join(ats), observed=i.observed.format(at=", ".join(ats)))
@@ -191,9 +232,11 @@ class TrafficCampaign(Campaign[TrafficTest]):
             if j is None:  # a node of the test was lost: its error, nobody else's
                 continue
             for f in j.findings:
-                found.setdefault((f.area, f.node, f.rail), []).append(f)
+                fs = found.setdefault((f.area, f.node, f.rail), [])
+                # a rail's own incast (it received) first: its pass verdict says that one
+                fs.insert(0, f) if f.node == o.test.receiver else fs.append(f)
         infra = self._infra()
-        confirmed = {(i.rail, i.leaf) for i in infra if i.component.endswith(" uplinks")}
+        confirmed = {(i.rail, i.leaf) for i in infra if i.uplink}
         for t, j in self.judged.items():
             if j.suspects and any((t.rail, x) in confirmed for x in j.suspects):
                 names = " or ".join(x for x in j.suspects if (t.rail, x) in confirmed)

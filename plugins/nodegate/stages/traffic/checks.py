@@ -13,9 +13,16 @@ from nodegate.stages.traffic.profile import TrafficProfile
 
 INCAST: Check[None, TrafficProfile] = Check(
     "traffic.incast",
-    "the rail as an incast's receiver or sender: aggregate and fairness; on RoCE ECN marks and "
-    "CNPs sent at the receiver, CNPs handled and no more than its share at every sender.",
+    "the rail as an incast's receiver or sender: the aggregate; on RoCE ECN marks and CNPs "
+    "sent at the receiver, CNPs handled and no more than its share at every sender; on "
+    "InfiniBand with the fabric stage, XmitWait on the receiver's switch port.",
     None, "rail", "test_traffic_incast", "pipeline", chart=Chart(0, by_rail=True),
+)  # fmt: skip
+FAIRNESS: Check[None, TrafficProfile] = Check(
+    "traffic.fairness",
+    "the incast the rail receives: Jain's fairness index over its senders' bandwidths (one "
+    "observed index per rail, its own incast).",
+    None, "rail", "test_traffic_fairness", "pipeline", chart=Chart(3, by_rail=True),
 )  # fmt: skip
 VICTIM: Check[None, TrafficProfile] = Check(
     "traffic.victim",
@@ -48,10 +55,11 @@ CLEANUP: Check[None, TrafficProfile] = Check(
 )  # fmt: skip
 
 CHECKS: CheckTable[None, TrafficProfile] = CheckTable(
-    "traffic", [INCAST, VICTIM, BISECTION, COUNTERS, FABRIC, CLEANUP]
+    "traffic", [INCAST, FAIRNESS, VICTIM, BISECTION, COUNTERS, FABRIC, CLEANUP]
 )
 BY_AREA: Mapping[Area, Check[None, TrafficProfile]] = {
-    "incast": INCAST, "victim": VICTIM, "bisection": BISECTION, "counters": COUNTERS,
+    "incast": INCAST, "fairness": FAIRNESS, "victim": VICTIM, "bisection": BISECTION,
+    "counters": COUNTERS,
 }  # fmt: skip
 Refs = Callable[[str, str], tuple[str, ...]]  # (test key, node) -> evidence refs
 
@@ -108,6 +116,8 @@ def _hint(area: Area) -> str:
     return {
         "incast": "check the NIC's DCQCN (ECN notification and reaction points: firmware "
         "settings, mlxconfig ROCE_CC_PRIO_MASK) and its port; retest",
+        "fairness": "check the congestion control of the incast's senders (DCQCN reaction "
+        "points, or IB congestion control) and the receiver's port; retest",
         "victim": "check PFC/ECN on the receiver whose pauses block this port; retest",
         "bisection": "check the rail's cable and port; retest against other partners",
         "counters": "check the port's counters, cable and the congestion control settings",

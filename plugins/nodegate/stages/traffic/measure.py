@@ -8,13 +8,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodegate.core.errors import ParseError
-from nodegate.framework.active.campaign import Execution
+from nodegate.core.thresholds import Threshold
+from nodegate.framework.active.campaign import Execution, Side
 from nodegate.parsers.ethtool import parse_ethtool_stats
+from nodegate.parsers.perfquery import parse_perfquery_extended
 from nodegate.parsers.rdma_stat import parse_rdma_statistic
 from nodegate.stages.ib_pairs.perftest import bandwidth_of
 from nodegate.stages.traffic.plan import TrafficTest
 from nodegate.stages.traffic.profile import LOSS_COUNTERS
-from nodegate.stages.traffic.run import COUNTERS_SPLIT, Timing, client_result
+from nodegate.stages.traffic.run import COUNTERS_SPLIT, XMIT_WAIT, Timing, client_result
 
 RECEIVER = ("np_ecn_marked_roce_packets", "np_cnp_sent")
 SENDER = ("rp_cnp_handled",)
@@ -39,6 +41,10 @@ class Measured:
     growth: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     overlap: float | None = None
     error: str | None = None
+    # PortXmitWait growth on the switch port facing the receiver (InfiniBand, read: `watch`)
+    xmit_wait: int | None = None
+    # a bisection's: PortXmitWait growth of every switch port read (its leaves and spines)
+    port_waits: Mapping[tuple[int, int], int] = field(default_factory=dict)
 
 
 def overlap_share(timings: Sequence[Timing], duration_s: float) -> float:
@@ -62,6 +68,18 @@ def counters_of(stdout: str, device: str) -> dict[str, int]:
     return {**port, **parse_ethtool_stats(eth)}
 
 
+def read_failure(s: Side, where: str, stdout: bool = False) -> str | None:
+    """Why a counter read gives nothing to judge (not started, timed out, a nonzero exit with
+    the tool's own words: stderr's head, or stdout's tail), None if it ran."""
+    r = s.result
+    if r is None:
+        return f"{where}: {s.detail}"
+    if r.timed_out or r.rc != 0:
+        said = r.stdout.strip()[-200:] if stdout else r.stderr.strip()[:200]
+        return f"{where}: " + ("timed out" if r.timed_out else f"exited {r.rc}: {said}")
+    return None
+
+
 def growth(run: Execution, device: str, names: Sequence[str]) -> dict[str, dict[str, int]] | str:
     """Per node: how much each counter of `names` grew between the reads, or why not known."""
     reads: dict[str, dict[str, dict[str, int]]] = {}
@@ -70,11 +88,9 @@ def growth(run: Execution, device: str, names: Sequence[str]) -> dict[str, dict[
             continue
         phase = s.role.split(" ", 1)[1]
         r = s.result
-        if r is None:
-            return f"{s.node}: counters {phase}: {s.detail}"
-        if r.timed_out or r.rc != 0:
-            why = "timed out" if r.timed_out else f"exited {r.rc}: {r.stderr.strip()[:200]}"
-            return f"{s.node}: counters {phase}: {why}"
+        failed = read_failure(s, f"{s.node}: counters {phase}")
+        if failed is not None or r is None:
+            return failed or ""
         try:
             reads.setdefault(s.node, {})[phase] = counters_of(r.stdout, device)
         except ParseError as exc:
@@ -93,6 +109,45 @@ def growth(run: Execution, device: str, names: Sequence[str]) -> dict[str, dict[
     return out
 
 
+def port_waits(run: Execution) -> dict[tuple[int, int], int] | str:
+    """PortXmitWait growth of every (LID, port) the `xmit_wait` reads printed (one read per
+    LID and phase: role `xmit_wait before 27`), or why not known (a tool error, output not
+    perfquery's, a switch read once only, a counter that fell)."""
+    reads: dict[str, dict[tuple[int, int], int]] = {"before": {}, "after": {}}
+    lids: dict[str, set[int]] = {"before": set(), "after": set()}
+    for s in run.sides:
+        if not s.role.startswith(XMIT_WAIT + " "):
+            continue
+        _, phase, shown = s.role.split(" ")
+        lid = int(shown)
+        r = s.result
+        where = f"{s.node}: perfquery of LID {lid} {phase}"
+        # infiniband-diags print their IBEXIT line on stdout
+        failed = read_failure(s, where, stdout=True)
+        if failed is not None or r is None:
+            return failed or ""
+        try:
+            ports = parse_perfquery_extended(r.stdout)
+        except ParseError as exc:
+            return f"{where}: unrecognized output: {exc.reason}"
+        lids[phase].add(lid)
+        for p in ports:
+            if p.lid == lid and "PortXmitWait" in p.counters:
+                reads[phase][(p.lid, p.port)] = p.counters["PortXmitWait"]
+    if lids["before"] != lids["after"]:
+        gone = sorted(lids["before"] ^ lids["after"])
+        return f"perfquery of LID {gone[0]}: not read before and after"
+    out: dict[tuple[int, int], int] = {}
+    for (sw, port), after in sorted(reads["after"].items()):
+        before = reads["before"].get((sw, port))
+        if before is None:
+            return f"perfquery of LID {sw}: port {port} printed after the load only"
+        if after < before:
+            return f"perfquery of LID {sw} port {port}: PortXmitWait went down between the reads"
+        out[(sw, port)] = after - before
+    return out
+
+
 def measure(
     test: TrafficTest,
     run: Execution,
@@ -101,8 +156,12 @@ def measure(
     device: str,
     prio: int | None,
     min_overlap: float,
+    watch: tuple[int, int] | None = None,
+    xmit_wait: Threshold | None = None,
 ) -> Measured:
-    """Sanity of one test: every flow's number and, on RoCE, the counters' growth."""
+    """Sanity of one test: every flow's number and, on RoCE, the counters' growth; on
+    InfiniBand with `watch` (LID, port facing the receiver), its XmitWait growth, which must
+    hold `xmit_wait` where two senders or more oversubscribe the port."""
     if run.error is not None:
         return Measured(error=run.error)
     flows: dict[str, float] = {}
@@ -135,7 +194,30 @@ def measure(
             f"(at least {min_overlap:.0%} needed): not a load test",
         )  # fmt: skip
     if prio is None:
-        return Measured(flows, alone, overlap=share)
+        if test.kind == "bisection" and any(s.role.startswith(XMIT_WAIT) for s in run.sides):
+            waits = port_waits(run)
+            if isinstance(waits, str):
+                return Measured(flows, alone, overlap=share, error=waits)
+            return Measured(flows, alone, overlap=share, port_waits=waits)
+        if watch is None:
+            return Measured(flows, alone, overlap=share)
+        lid, port = watch
+        waits = port_waits(run)
+        if isinstance(waits, str):
+            return Measured(flows, alone, overlap=share, error=waits)
+        if (lid, port) not in waits:
+            why = f"perfquery of LID {lid}: no PortXmitWait for port {port}"
+            return Measured(flows, alone, overlap=share, error=why)
+        ticks = waits[(lid, port)]
+        if xmit_wait is not None and len(test.senders) > 1 and not xmit_wait.holds(ticks):
+            return Measured(
+                flows, alone, overlap=share, xmit_wait=ticks,
+                error=f"{test.receiver}'s switch port (LID {lid} port {port}): PortXmitWait "
+                f"grew {ticks} ticks under an incast of {len(test.senders)} senders, "
+                f"{xmit_wait.expected()} expected (the counter does not show congestion that "
+                "must exist: cannot judge it)",
+            )  # fmt: skip
+        return Measured(flows, alone, overlap=share, xmit_wait=ticks)
     names = (*RECEIVER, *SENDER, *LOSS_COUNTERS, pause_duration(prio), STORMS, rx_bytes(prio))
     got = growth(run, device, names)
     if isinstance(got, str):

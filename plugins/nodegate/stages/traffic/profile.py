@@ -26,6 +26,8 @@ traffic:
     loss: {max: 0, unit: packets}          # out_of_sequence, packet_seq_err, ... growth
     pause_share: {max: 0.05, unit: share}  # rx_prio<p>_pause_duration / the window
     pause_storms: {max: 0, unit: events}   # tx_pause_storm_error_events growth
+  xmit_wait: {min: 1, unit: ticks}         # InfiniBand with the fabric stage: PortXmitWait
+                                           # growth at the incast receiver's switch port
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class TrafficProfile:
     bisection: Threshold
     per_flow: Threshold
     counters: Counters | None
+    xmit_wait: Threshold | None = None
 
     @classmethod
     def of(cls, sec: Mapping[str, Any]) -> TrafficProfile:
@@ -103,6 +106,7 @@ class TrafficProfile:
             counters=None
             if c is None
             else Counters(**{k: t(c[k], f"counters.{k}") for k in Counters.__slots__}),
+            xmit_wait=None if sec.get("xmit_wait") is None else t(sec["xmit_wait"], "xmit_wait"),
         )
 
     def describe(self) -> str:

@@ -86,34 +86,52 @@ def counters_command(path: RailPath) -> tuple[Part, ...]:
     )  # fmt: skip
 
 
+XMIT_WAIT = "xmit_wait"  # the role of the perfquery reads: `xmit_wait before`, `... after`
+
+
+def xmit_wait_command(path: RailPath, lid: int) -> tuple[Part, ...]:
+    """perfquery -x of one switch (every port), asked through the rail's own HCA port (the
+    fabric stage's read, commands.COUNTERS_LOOP, for one LID)."""
+    return ("perfquery", "-x", "-l", "-C", path.rail.device, "-P", "1", str(int(lid)))
+
+
 class Runner:
-    """Runs one test; what it left is an Execution plus the clients' timings."""
+    """Runs one test; what it left is an Execution plus the clients' timings. `switches`: an
+    observer node of the test and the switch LIDs whose XmitWait it reads before and after
+    (InfiniBand, where the fabric stage discovered them: an incast's receiver's leaf, a
+    bisection's leaves and spines)."""
 
     def __init__(
         self, test: TrafficTest, path: RailPath, prof: TrafficProfile, addr: dict[str, str],
-        spawn: Spawner,
+        spawn: Spawner, switches: tuple[str, tuple[int, ...]] | None = None,
     ) -> None:  # fmt: skip
         self.test, self.path, self.prof, self.addr, self.spawn = test, path, prof, addr, spawn
+        self.switches = switches
         self.sides: list[Side] = []
         self.timings: list[Timing] = []
         self.error: str | None = None
         self.base = prof.port_base + SLOTS * path.rail.rail
 
     async def counters(self, phase: str) -> None:
-        if self.path.netdev is None:
-            return
-        cmd = counters_command(self.path)
-        shown = command_line(cmd)
+        reads: list[tuple[str, str, tuple[Part, ...]]] = []
+        if self.path.netdev is not None:
+            cmd = counters_command(self.path)
+            reads += [(n, "counters", cmd) for n in self.test.nodes()]
+        if self.switches is not None:  # through the observer's own port on the rail
+            node, lids = self.switches
+            reads += [(node, f"{XMIT_WAIT}", xmit_wait_command(self.path, lid)) for lid in lids]
 
-        async def one(node: str) -> Side:
+        async def one(node: str, role: str, cmd: tuple[Part, ...]) -> Side:
+            shown = command_line(cmd)
+            name = f"{role} {phase}" + (f" {cmd[-1]}" if role == XMIT_WAIT else "")
             try:
                 p = await self.spawn.spawn(node, cmd, COUNTERS_TIMEOUT_S)
             except SpawnError as exc:
                 why = spawn_failure(exc)
-                return Side(node, f"counters {phase}", shown, None, f"not started: {why}", why)
-            return Side(node, f"counters {phase}", shown, await p.wait())
+                return Side(node, name, shown, None, f"not started: {why}", why)
+            return Side(node, name, shown, await p.wait())
 
-        self.sides += await asyncio.gather(*(one(n) for n in self.test.nodes()))
+        self.sides += await asyncio.gather(*(one(*r) for r in reads))
 
     async def servers(self, pairs: Sequence[tuple[str, str, int]]) -> list[RemoteProcess] | None:
         """Start a server per (flow, receiver, slot); None (and the sides say why) unless
@@ -195,10 +213,10 @@ class Runner:
         return Execution(tuple(self.sides), self.error), self.timings
 
 
-def channels(test: TrafficTest, counters: bool) -> int:
-    """Processes a test starts: counter reads before and after, a server and a client per
-    flow, and the victim's alone pair."""
-    reads = 2 * len(test.nodes()) if counters else 0
+def channels(test: TrafficTest, counters: bool, switches: int = 0) -> int:
+    """Processes a test starts: counter reads before and after (and the XmitWait reads of
+    `switches` switches), a server and a client per flow, and the victim's alone pair."""
+    reads = (2 * len(test.nodes()) if counters else 0) + 2 * switches
     flows = len(test.flows()) + (1 if test.victim is not None else 0)
     return reads + 2 * flows
 

@@ -6,10 +6,15 @@ or its uplinks (an infrastructure finding that rejects no node).
 Only nodes that passed every earlier stage take part. Rails come from `hca.rails` (narrowed by
 `traffic.rails`), the RoCE netdevs, GID index and traffic class from `roce`; leaves from the
 fabric stage's discovered cabling when it ran this run (`stages.fabric.discovered`: each rail's
-switch by name), else from the nodes' `leaf` labels.
+switch by name), else from the nodes' `leaf` labels. On InfiniBand with `traffic.xmit_wait`,
+the switch port (LID, port) the fabric stage found facing each incast's receiver: its
+PortXmitWait read with perfquery before and after.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
 
 from nodegate.core.values import Verdict
 from nodegate.framework.active.campaign import Campaign
@@ -17,8 +22,13 @@ from nodegate.framework.active.skeleton import ActiveStage
 from nodegate.framework.stage import StageContext
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
-from nodegate.stages.fabric.discovered import discovered_cabling, node_leaf
-from nodegate.stages.ib_pairs.profile import profile_rails
+from nodegate.stages.fabric.discovered import (
+    discovered_cabling,
+    discovered_ports,
+    discovered_uplink_ends,
+    node_leaf,
+)
+from nodegate.stages.ib_pairs.profile import Rail, profile_rails
 from nodegate.stages.roce.profile import has_roce, roce_profile
 from nodegate.stages.traffic.campaign import TrafficCampaign
 from nodegate.stages.traffic.checks import CHECKS, CLEANUP
@@ -65,13 +75,28 @@ class TrafficStage(ActiveStage[TrafficTest]):
         leaf = {
             n.name: node_leaf(cabling, n.name, devices) or n.labels.get("leaf", "") for n in nodes
         }
-        on_rail = {
-            (n.name, r.rail): cabling[n.name][r.device]
-            for n in nodes
-            for r in rails
-            if r.device in cabling.get(n.name, {})
-        }
-        return TrafficCampaign(name, prof, paths, nodes, ctx.transport, leaf, prio, on_rail)
+        on_rail = by_rail(cabling, nodes, rails)
+        ports = by_rail(discovered_ports(ctx.run_dir) if cabling else {}, nodes, rails)
+        cables = discovered_uplink_ends(ctx.run_dir) if cabling else {}
+        return TrafficCampaign(
+            name, prof, paths, nodes, ctx.transport, leaf, prio, on_rail, ports, cables
+        )
+
+
+T = TypeVar("T")
+
+
+def by_rail(
+    found: Mapping[str, Mapping[str, T]], nodes: list[Node], rails: list[Rail]
+) -> dict[tuple[str, int], T]:
+    """node -> device -> what the fabric stage found, as (node, rail) -> it, for the rails
+    tested."""
+    return {
+        (n.name, r.rail): found[n.name][r.device]
+        for n in nodes
+        for r in rails
+        if r.device in found.get(n.name, {})
+    }
 
 
 STAGE = TrafficStage()
