@@ -50,7 +50,7 @@ def test_a_k_run_admits_nobody_and_says_why(sim_fleet) -> None:
         assert {(r["check"], r["status"], r["message"]) for r in node["reasons"]} == {
             (c, "out_of_scope", f"{c} did not run in this run") for c in doc["out_of_scope"]
         }
-    assert "NOT QUALIFIED 3: gpu[001-003]: 67 required checks did not run in this run: " in (
+    assert "NOT QUALIFIED 3: gpu[001-003]: 68 required checks did not run in this run: " in (
         run.stdout
     )
     assert "INCOMPLETE run (not every required check ran): reports/latest and actions do not " \

@@ -63,7 +63,7 @@ FAULTS: dict[str, list[Any]] = {
     "gpu048": [{"drop_after": "0"}],
     "gpu049": [{"hijack": "cat"}, {"hijack_end": "more"}],
     # gpu_load (#28): under load
-    "gpu050": ["h2d_slow"],
+    "gpu050": ["h2d_slow", {"sm_clock_drop": "5"}],
     "gpu051": ["hbm_slow"],
     "gpu052": ["thermal_throttle_under_load"],
     "gpu053": ["power_brake"],
@@ -90,6 +90,7 @@ FAILING = {
     *("hca.counters.errors", "hca.link.ber", "hca.gpudirect", "ib_pairs.rail.bandwidth"),
     *("gpu_load.h2d.bandwidth", "gpu_load.hbm.bandwidth", "gpu_load.dcgm.targeted_power"),
     *("gpu_load.telemetry.throttle", "gpu_load.telemetry.temperature", "gpu_load.telemetry.xid"),
+    "gpu_load.telemetry.sm_clock",
     # The host's HCA faults as the fabric sees them: a missing HCA or a port down has no link
     # partner (and a missing one no partition keys), a port at 2X or HDR is so at the switch.
     *("fabric.cable.expected", "fabric.link", "fabric.pkey"),

@@ -103,7 +103,7 @@ PLAN: dict[str, Step] = {
         "--collect-only -q", 0, "", "real nodes: collected, not connected to"
     ),
     ".venv/bin/nodegate run --inventory hosts.ini --nodes @rack02 -m reach --collect-only -q": (
-        Step("", 0, "64/760 tests collected (696 deselected)")
+        Step("", 0, "64/768 tests collected (704 deselected)")
     ),
     'scripts/test -m "not integration"': Step(
         "--collect-only -q tests/unit/test_cli.py", 0, "", "collects: the suite does not recurse"

@@ -58,10 +58,13 @@ def sim_outputs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *faults: str) -
     dcgm = answer(tools["dcgmi"], ["diag", "-r", "3", "-p", "x", "-j"])
     q = ["--query-gpu=" + ",".join(FIELDS), "--format=csv"]
     merged = {t.name: t for t in node_tools(node)}["nvidia-smi"]  # topo -m: the hca provider's
+    # two samples under load, as the looping sampler prints them (its header once)
+    sampled = answer(tools["nvidia-smi"], q).stdout
+    sampled += "".join(sampled.splitlines(keepends=True)[1:])
     return {
         NVBANDWIDTH: nvb.stdout,
         DCGM: dcgm.stdout,
-        SAMPLER: answer(tools["nvidia-smi"], q).stdout,
+        SAMPLER: sampled,
         TOPOLOGY: answer(merged, ["topo", "-m"]).stdout,
     }
 
@@ -130,9 +133,12 @@ def test_a_healthy_node_passes_every_check_on_every_gpu(monkeypatch, tmp_path, p
         ("h2d_slow", {("gpu_load.h2d.bandwidth", GPU3, Status.FAIL)}),
         ("hbm_slow", {("gpu_load.hbm.bandwidth", GPU3, Status.FAIL)}),
         ("dcgm_targeted_power_fail", {("gpu_load.dcgm.targeted_power", GPU3, Status.FAIL)}),
-        ("power_brake", {("gpu_load.telemetry.throttle", GPU3, Status.FAIL)}),
+        ("power_brake", {("gpu_load.telemetry.throttle", GPU3, Status.FAIL),
+                         ("gpu_load.telemetry.sm_clock", GPU3, Status.FAIL)}),
         ("thermal_throttle_under_load", {("gpu_load.telemetry.throttle", GPU3, Status.FAIL),
+                                         ("gpu_load.telemetry.sm_clock", GPU3, Status.FAIL),
                                          ("gpu_load.telemetry.temperature", GPU3, Status.FAIL)}),
+        ("sm_clock_drop", {("gpu_load.telemetry.sm_clock", GPU3, Status.FAIL)}),
     ],
 )  # fmt: skip
 def test_each_fault_is_its_gpus_only(monkeypatch, tmp_path, prof, fault, want) -> None:
@@ -222,6 +228,7 @@ def test_throttle_quotes_the_samples_under_load(prof) -> None:
     vs = judge(execution(out), p)
     assert bad(vs) == {
         ("gpu_load.telemetry.throttle", GPU3, Status.FAIL),
+        ("gpu_load.telemetry.sm_clock", GPU3, Status.FAIL),
         ("gpu_load.telemetry.temperature", GPU3, Status.FAIL),
     }
     hot = next(
@@ -255,8 +262,51 @@ def test_ecc_delta_and_xid_under_load(prof) -> None:
         ("gpu_load.telemetry.ecc", "GPU7 0000:db:00.0", 2),
         ("gpu_load.telemetry.xid", "GPU1 0000:3b:00.0", 1),
         ("gpu_load.telemetry.throttle", GPU3, "hw_thermal_slowdown, sw_thermal_slowdown"),
+        ("gpu_load.telemetry.sm_clock", GPU3, 2),
         ("gpu_load.telemetry.temperature", GPU3, 92.0),
     }
+
+
+def test_sm_clock_names_the_reason_or_none_and_counts_only_samples_under_load(prof) -> None:
+    samples = (FORMATS / LOOP).read_text(encoding="utf-8")
+    p = replace(prof, run=replace(prof.run, testcases=(), dcgm_level=None, dcgm_plugins=()))
+
+    def clock(text: str, prof: GpuLoadProfile = p) -> list[Verdict]:
+        vs = judge(execution({SAMPLER: text, KERNEL_LOG: "-- No entries --\n"}), prof)
+        return [v for v in vs if v.check == "gpu_load.telemetry.sm_clock"]
+
+    hot = [v for v in clock(samples) if v.status is not Status.PASS]
+    assert [(comp(v), v.status, v.observed, v.expected, v.unit) for v in hot] == [
+        (GPU3, Status.FAIL, 2, "<= 1 samples below 75 % of clocks.max.sm", "samples")
+    ]
+    assert hot[0].message == (
+        "SM clock below 75 % of max in 2 of 2 samples under load: "
+        "2026/12/01 18:40:02.121 SM 1275/1980 MHz 92 C 688.4 W; "
+        "2026/12/01 18:40:03.123 SM 1275/1980 MHz 92 C 688.4 W "
+        "(clock event reasons active: hw_thermal_slowdown, sw_thermal_slowdown)"
+    )  # the idle first sample (345 MHz, GPU-idle bit) is not counted
+    assert "(hw_thermal_slowdown, sw_thermal_slowdown)" in (hot[0].remediation or "")
+    # the same drop with no reason reported still fails, saying so
+    quiet = samples.replace("0x0000000000000060, Not Active, Not Active, Active, Not Active, "
+                            "Active", "0x0000000000000000, Not Active, Not Active, Not Active, "
+                            "Not Active, Not Active")  # fmt: skip
+    (v,) = [v for v in clock(quiet) if v.status is not Status.PASS]
+    assert v.message.endswith("(no clock event reason reported)") and v.observed == 2
+    assert "with no reason NVML reports" in (v.remediation or "")
+    # one sample below is a ramp, not a drop: max_samples_below 1 passes it
+    one = "\n".join(ln for ln in samples.splitlines() if "18:40:03.123" not in ln) + "\n"
+    assert {v.status for v in clock(one)} == {Status.PASS}
+    # a mask that is not reported: ERROR (idle cannot be told from load), never a pass
+    na = samples.replace("1275 MHz, 1980 MHz, 0x0000000000000060", "1275 MHz, 1980 MHz, [N/A]")
+    (e,) = [v for v in clock(na) if v.status is not Status.PASS]
+    assert (comp(e), e.status) == (GPU3, Status.ERROR) and e.message.startswith(
+        "clocks_event_reasons.active not reported ([N/A])"
+    )
+    # a profile without the rule: one PASS saying so
+    plain = replace(p, telemetry=replace(p.telemetry, sm_clock=None))
+    assert [(v.component, v.status, v.message) for v in clock(samples, plain)] == [
+        ("node", Status.PASS, "the profile sets no gpu_load.telemetry.sm_clock")
+    ]
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from nodegate.profiles import Profile, ProfileLibrary, at_level, validate_profil
 from nodegate.reports.terminal import Paths, decision_lines
 from nodegate.stages.gpu_load.profile import gpu_load_profile
 from nodegate.stages.ib_pairs.profile import ib_pairs_profile
+from nodegate.stages.nccl.profile import nccl_profile
 from nodegate.stages.pcie_gpu.profile import pcie_gpu_profile
 from nodegate.stages.registry import STAGES
 
@@ -58,7 +59,14 @@ def test_each_shipped_profile_runs_less_at_quick_and_more_at_extended(name: str)
     assert std.data is p.data  # standard: the profile as written
     g = {lv: gpu_load_profile(x).run for lv, x in zip(LEVELS, (quick, std, ext), strict=True)}
     assert g["quick"].dcgm_level is None and g["quick"].dcgm_plugins == ()
-    assert g["quick"].testcases == ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce")
+    # quick runs the four copies as standard does (it rejects the same slow HBM or NVLink), and
+    # no NCCL single-node jobs (the whole set first: nvbandwidth's device copies judge NVLink)
+    assert g["quick"].testcases == g["standard"].testcases == g["extended"].testcases == (
+        "host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
+        "device_to_device_memcpy_read_ce", "device_local_copy",
+    )  # fmt: skip
+    singles = [nccl_profile(x).single_node_jobs for x in (quick, std, ext)]
+    assert singles == [False, True, True]
     assert (g["standard"].dcgm_level, g["extended"].dcgm_level) == (3, 4)
     assert (
         "pulse_test" in g["extended"].dcgm_plugins

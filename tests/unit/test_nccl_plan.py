@@ -46,6 +46,20 @@ def test_healthy_set_stops_after_the_whole_set():
     assert played.rounds == (("1", 16), ("2", 1)) and played.named == ()
 
 
+def test_without_single_node_jobs_the_whole_set_of_every_node_comes_first():
+    # --level quick: no round 1; the whole set holds every node, localization as usual
+    played = play(names(16), bad_nodes(["gpu0007"]), single_node_jobs=False)
+    assert played.rounds == (("2", 1), ("3", 8), ("4", 2), ("5", 1))
+    # the same rounds as after single-node jobs that all passed, less round 1
+    assert play(names(16), bad_nodes(["gpu0007"])).rounds == (("1", 16), *played.rounds)
+    assert played.named == ("gpu0007",) and played.localization_rounds == 3
+    whole = played.localizer.loc.whole()
+    assert whole is not None and whole.test.nodes == tuple(names(16))
+    assert not played.localizer.loc.of_phase("single")
+    assert play(names(8), bad_nodes([]), single_node_jobs=False).rounds == (("2", 1),)
+    assert play(names(1), bad_nodes([]), single_node_jobs=False).rounds == ()
+
+
 def test_a_node_bad_alone_stays_out_of_the_whole_set():
     played = play(names(8), bad_nodes([], single_bad=["gpu0004"]))
     loc = played.localizer.loc

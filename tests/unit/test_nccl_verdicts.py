@@ -7,7 +7,7 @@ from pathlib import Path
 
 from nodegate.core.values import Status, Verdict
 from nodegate.profiles import ProfileLibrary
-from nodegate.stages.nccl.checks import LOCALIZED, WHOLE, Judge
+from nodegate.stages.nccl.checks import LOCALIZED, NO_SINGLES, SINGLE, WHOLE, Judge
 from nodegate.stages.nccl.plan import NcclJob, NcclOutcome
 from nodegate.stages.nccl.profile import nccl_profile
 from nodegate.stages.nccl.results import JobReading
@@ -45,6 +45,19 @@ def statuses(verdicts: dict[str, Verdict]) -> dict[str, Status]:
 
 def only(nodes: list[str], bad: dict[str, Status]) -> dict[str, Status]:
     return {n: bad.get(n, Status.PASS) for n in nodes}
+
+
+def test_without_single_node_jobs_the_single_check_passes_saying_so_the_rest_as_with_them():
+    nodes = names(16)
+    quick = judged(play(nodes, bad_nodes(["gpu0007"]), single_node_jobs=False))
+    std = judged(play(nodes, bad_nodes(["gpu0007"])))
+    assert {(v.status, v.component, v.message) for v in quick[SINGLE.id].values()} == {
+        (Status.PASS, "node", NO_SINGLES)
+    }
+    for check in (WHOLE.id, LOCALIZED.id):
+        assert (
+            statuses(quick[check]) == statuses(std[check]) == only(nodes, {"gpu0007": Status.FAIL})
+        )
 
 
 def test_one_slow_node_of_16_only_it_fails_the_whole_set():

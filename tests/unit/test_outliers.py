@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from nodegate.admission.gate import admission_doc, decide
 from nodegate.compare.outliers import (
     find_outliers,
+    outlier_policy,
     reject_blocking,
     summary_lines,
     validate_policies,
@@ -15,7 +17,7 @@ from nodegate.compare.outliers import (
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import RunResult
 from nodegate.core.values import Status, Verdict
-from nodegate.profiles import Profile
+from nodegate.profiles import Profile, ProfileLibrary
 from nodegate.stages.registry import checks_by_id
 
 CHECK = "ib_pairs.rail.bandwidth"
@@ -183,3 +185,41 @@ def test_a_jobs_number_is_judged_once_per_job_never_as_each_members_own() -> Non
     decisions = decide([(WHOLE, n) for n in nodes], jobs_run(pairs), dict.fromkeys(nodes, "p"), {})
     reject_blocking(decisions, found)
     assert all(not d.reasons for d in decisions.values())
+
+
+def test_gpu_load_numbers_are_judged_per_gpu_across_nodes_by_the_shipped_rule() -> None:
+    # generic-hgx-h100's rule (_fleet-compare.yaml): nvbandwidth per testcase and GPU, and
+    # targeted_power's watts; each GPU's serial differs per node, the GPU's slot is the group.
+    shipped = Path(__file__).resolve().parents[2] / "inventories" / "profiles"
+    prof = ProfileLibrary([shipped]).get("generic-hgx-h100")
+    policy = outlier_policy(prof)
+    assert policy is not None
+    gpu_load = [c for c in policy.metrics if c.startswith("gpu_load.")]
+    assert gpu_load == [
+        "gpu_load.h2d.bandwidth", "gpu_load.d2h.bandwidth", "gpu_load.d2d.bandwidth",
+        "gpu_load.hbm.bandwidth", "gpu_load.dcgm.targeted_power",
+    ]  # fmt: skip
+    healthy = {"gpu_load.h2d.bandwidth": (55.2, "GB/s", 45), "gpu_load.d2h.bandwidth":
+               (55.9, "GB/s", 45), "gpu_load.d2d.bandwidth": (370.9, "GB/s", 330),
+               "gpu_load.hbm.bandwidth": (1480.0, "GB/s", 1200),
+               "gpu_load.dcgm.targeted_power": (699.1, "W", 560)}  # fmt: skip
+    low = {  # above every floor, below the fleet
+        ("gpu4", "gpu_load.h2d.bandwidth"): 49.0,  # 11 % below: a slot trained slow-ish
+        ("gpu5", "gpu_load.d2d.bandwidth"): 352.0,  # 5 % below
+        ("gpu6", "gpu_load.dcgm.targeted_power"): 660.0,  # 5.6 % below
+        ("gpu2", "gpu_load.hbm.bandwidth"): 1450.0,  # 2 % below: within min_drop_pct
+    }
+    r = RunResult()
+    for i in range(1, 7):
+        node = f"gpu{i}"
+        for check, (value, unit, floor) in healthy.items():
+            got = low.get((node, check), value)
+            comp = f"GPU3 0000:5d:00.0 serial 16501{i:08d}"
+            r.add(Verdict(check, node, Status.PASS, comp, got, f">= {floor}", unit))
+    found = find_outliers(r, {f"gpu{i}": prof for i in range(1, 7)})
+    assert found is not None and found.notes == []
+    assert [(f.node, f.check, f.component, f.observed, f.limit) for f in found.flagged] == [
+        ("gpu4", "gpu_load.h2d.bandwidth", "GPU3 0000:5d:00.0", 49.0, 53.544),
+        ("gpu5", "gpu_load.d2d.bandwidth", "GPU3 0000:5d:00.0", 352.0, 359.773),
+        ("gpu6", "gpu_load.dcgm.targeted_power", "GPU3 0000:5d:00.0", 660.0, 678.127),
+    ]

@@ -2,7 +2,9 @@
 script, each result's `cmd`, the spawned command lines (ib_write_bw, mpirun, srun) and the
 stray check render byte for byte as the commit before commands became argv parts did
 (tests/fixtures/rendered/initial.json, written by the old code: capture_initial.py.txt),
-hostile profile and address values included."""
+hostile profile and address values included. The gpu_load stage came after that commit: its
+command lines per shipped profile and level (tests/fixtures/rendered/gpu_load.json, written by
+the code of the commit that added it and read through by hand) are pinned the same way."""
 
 from __future__ import annotations
 
@@ -13,9 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nodegate.core.settings import LEVELS
 from nodegate.core.values import CommandSpec, Shell
 from nodegate.framework.active.ledger import stray_script
-from nodegate.profiles import Profile, ProfileLibrary
+from nodegate.profiles import Profile, ProfileLibrary, at_level
+from nodegate.stages.gpu_load import commands as gpu_load_commands
+from nodegate.stages.gpu_load.profile import gpu_load_profile
+from nodegate.stages.gpu_load.run import KERNEL_LOG_TIMEOUT_S, TOPOLOGY_TIMEOUT_S
 from nodegate.stages.hca import STAGE as HCA
 from nodegate.stages.ib_pairs.perftest import client_command, server_script
 from nodegate.stages.ib_pairs.profile import ib_pairs_profile, profile_rails
@@ -35,6 +41,7 @@ from nodegate.transport.script import (
 
 REPO = Path(__file__).resolve().parents[2]
 INITIAL = REPO / "tests" / "fixtures" / "rendered" / "initial.json"
+GPU_LOAD = REPO / "tests" / "fixtures" / "rendered" / "gpu_load.json"
 N = "0" * 32
 HOSTILE = ["sp ace", "semi;colon", "$(reboot)", "quo'te\"s", "new\nline", "`id`", "*", ""]
 
@@ -167,3 +174,38 @@ def test_the_same_cases_are_rendered(now: dict[str, Any]) -> None:
 @pytest.mark.parametrize("key", sorted(INITIAL_DOC))
 def test_rendered_byte_for_byte_as_before(now: dict[str, Any], key: str) -> None:
     assert now[key] == INITIAL_DOC[key]
+
+
+def gpu_load_rendered() -> dict[str, str]:
+    """gpu_load's spawned command lines, bare and wrapped, per shipped profile and level; the
+    kernel log's `--since` is the first sample's timestamp a node printed (hostile ones too)."""
+    c = gpu_load_commands
+    lib = ProfileLibrary([REPO / "inventories" / "profiles"])
+    out: dict[str, str] = {}
+    for name in lib.available():
+        for level in LEVELS:
+            g = gpu_load_profile(at_level(lib.get(name), level))
+            key = f"spawn/gpu_load/{name}/{level}"
+            argvs = [("sampler", c.sampler_argv(g), g.timeout_s),
+                     ("nvbandwidth", c.nvbandwidth_argv(g), g.nvbandwidth_timeout_s)]  # fmt: skip
+            if g.run.dcgm_level is not None:
+                argvs.append(("dcgmi", c.dcgm_argv(g), g.dcgm_timeout_s))
+            for role, argv, timeout in argvs:
+                out[f"{key}/{role}"] = command_line(argv)
+                out[f"{key}/{role}_wrapped"] = wrap(command_line(argv), timeout, "@@03-pid")
+    topo = command_line(c.topology_argv())
+    out["spawn/gpu_load/topology"] = topo
+    out["spawn/gpu_load/topology_wrapped"] = wrap(topo, TOPOLOGY_TIMEOUT_S, "@@04-pid")
+    for i, since in enumerate(["2026-12-01 18:40:01", "x'; reboot; '", "$(id) `id` \n"]):
+        k = command_line(c.kernel_log_argv(since))
+        out[f"spawn/gpu_load/kernel_log/{i}"] = k
+        out[f"spawn/gpu_load/kernel_log_wrapped/{i}"] = wrap(k, KERNEL_LOG_TIMEOUT_S, "@@05-pid")
+    return out
+
+
+def test_gpu_load_rendered_byte_for_byte_as_pinned() -> None:
+    pinned = json.loads(GPU_LOAD.read_text(encoding="utf-8"))
+    now = gpu_load_rendered()
+    assert sorted(now) == sorted(pinned)
+    for key in sorted(pinned):
+        assert now[key] == pinned[key], key

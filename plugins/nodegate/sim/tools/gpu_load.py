@@ -42,6 +42,8 @@ FAULTS = {
     "thermal_throttle_under_load": "GPU ARG (default 3) reaches 92 C with HW thermal slowdown "
     "active under load (nvidia-smi samples)",
     "power_brake": "GPU ARG (default 3) has HW power brake slowdown active under load",
+    "sm_clock_drop": "GPU ARG (default 3) runs its SM at 1395 of 1980 MHz under load with no "
+    "clock event reason active (nvidia-smi samples)",
     "xid_under_load": "the kernel logs Xid ARG (`13`, or `13@GPU`; default 13 on GPU 3) once "
     "the node is under load",
     "dcgm_targeted_power_fail": "DCGM targeted_power fails GPU ARG (default 3): max power 498.2 W",

@@ -71,6 +71,8 @@ def _state(node: SimNode, idx: int, loaded: bool) -> dict[str, str]:
     if loaded and idx == brake:
         active |= {"hw_power_brake_slowdown"}
         sm, power = "1035", "402.7"
+    if loaded and idx == faulty(node, "sm_clock_drop"):
+        sm, power = "1395", "512.6"  # clocks down, nothing reported: only the clock shows it
     bits = sum(REASON_BITS[a] for a in active)
     cells = {
         "clocks.current.sm": f"{sm} MHz",

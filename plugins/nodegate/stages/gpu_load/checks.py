@@ -13,6 +13,7 @@ from nodegate.stages.gpu_load.checks_stress import (
 )
 from nodegate.stages.gpu_load.checks_telemetry import (
     check_ecc,
+    check_sm_clock,
     check_temperature,
     check_throttle,
     check_xid,
@@ -90,6 +91,13 @@ THROTTLE: C = Check(
     "GPU",
     "test_no_throttle_under_load",
 )
+SM_CLOCK: C = Check(
+    "gpu_load.telemetry.sm_clock",
+    "the SM clock holds the profile's share of the GPU's max SM clock while the load runs.",
+    check_sm_clock,
+    "GPU",
+    "test_sm_clock_under_load",
+)
 TEMPERATURE: C = Check(
     "gpu_load.telemetry.temperature",
     "the GPU stays under the profile's temperature while the load runs.",
@@ -132,6 +140,7 @@ CHECKS: CheckTable[LoadFacts, GpuLoadProfile] = CheckTable(
         MEMORY_BANDWIDTH,
         PULSE,
         THROTTLE,
+        SM_CLOCK,
         TEMPERATURE,
         ECC,
         XID,

@@ -1,5 +1,6 @@
 """gpu_load checks on the telemetry sampled while the load ran: clock event reasons (thermal,
-power brake), temperature, uncorrectable ECC delta, Xids logged during the run. A failure
+power brake), the SM clock against the GPU's max clock, temperature, uncorrectable ECC delta,
+Xids logged during the run. A failure
 quotes the samples that show it (timestamp, SM clock of max, temperature, power)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from nodegate.stages.gpu_load.reading import LoadFacts
 
 QUOTED = 3  # samples quoted in a message
 REASON = "clocks_event_reasons."
+GPU_IDLE = 0x1  # nvml.h nvmlClocksEventReasonGpuIdle: nothing runs on the GPU
 
 
 def _describe(s: CsvSample) -> str:
@@ -90,6 +92,92 @@ def check_throttle(check: AnyCheck, f: LoadFacts, p: GpuLoadProfile) -> list[Ver
                 want,
                 msg,
                 remediation=hint,
+                evidence=ev,
+            )
+        )
+    return out
+
+
+def _idle(s: CsvSample) -> bool | None:
+    """Whether `clocks_event_reasons.active` (a hex bit mask) has the GPU-idle bit; None when
+    not reported; ParseError when it is not a mask."""
+    raw = s.text(REASON + "active")
+    if raw is None:
+        return None
+    try:
+        return bool(int(raw, 16) & GPU_IDLE)
+    except ValueError:
+        raise ParseError(
+            "nvidia-smi --query-gpu",
+            f"line {s.line_no}: {REASON}active {raw[:30]!r} is not a bit mask",
+        ) from None
+
+
+def check_sm_clock(check: AnyCheck, f: LoadFacts, p: GpuLoadProfile) -> list[Verdict]:
+    """gpu_load.telemetry.sm_clock: under load (samples without the GPU-idle bit), the SM clock
+    below `min_share` of the GPU's max SM clock in more than `max_samples_below` samples is a
+    FAIL, whatever the clock event reasons say (the ones active in those samples are named)."""
+    rule = p.telemetry.sm_clock
+    if rule is None:  # not asserted: a PASS that says so
+        return [judged(check, f.node, True, "node", None, None,
+                       "the profile sets no gpu_load.telemetry.sm_clock")]  # fmt: skip
+    per, errs = _per_gpu(check, f)
+    if errs:
+        return errs
+    ev = f.evidence(SAMPLER)
+    pct = f"{rule.min_share * 100:g} %"
+    want = f"<= {rule.max_samples_below} samples below {pct} of clocks.max.sm"
+    out = []
+    for comp, _idx, samples in per:
+        try:
+            idle = [(s, _idle(s)) for s in samples]
+            if any(i is None for _, i in idle):
+                out.append(error(check, f.node, comp, f"{REASON}active not reported ([N/A]): "
+                                 "samples under load cannot be told from idle ones",
+                                 expected=want, unit="samples", evidence=ev))  # fmt: skip
+                continue
+            loaded = [s for s, i in idle if not i]
+            clocks = [(s, sm, mx) for s in loaded
+                      if (sm := s.number("clocks.current.sm")) is not None
+                      and (mx := s.number("clocks.max.sm")) is not None and mx > 0]  # fmt: skip
+            low = [s for s, sm, mx in clocks if sm < rule.min_share * mx]
+            why = sorted({r.removeprefix(REASON) for s in low for r in s.cells
+                          if r.startswith(REASON) and r != REASON + "active"
+                          and s.active(r)})  # fmt: skip
+        except ParseError as exc:
+            out.append(error(check, f.node, comp, exc.reason, expected=want, evidence=ev))
+            continue
+        if not clocks:
+            what = "no sample under load" if not loaded else "clocks.current.sm/max.sm not reported"
+            out.append(error(check, f.node, comp, what, expected=want, unit="samples",
+                             evidence=ev))  # fmt: skip
+            continue
+        reasons = (
+            f"clock event reasons active: {', '.join(why)}"
+            if why
+            else "no clock event reason reported"
+        )
+        msg = (
+            f"SM clock below {pct} of max in {len(low)} of {len(clocks)} samples under load: "
+            + "; ".join(_describe(s) for s in low[:QUOTED])
+            + f" ({reasons})"
+            if low
+            else f"SM clock at or above {pct} of max in {len(clocks)} samples under load"
+        )
+        out.append(
+            judged(
+                check,
+                f.node,
+                len(low) <= rule.max_samples_below,
+                comp,
+                len(low),
+                want,
+                msg,
+                unit="samples",
+                remediation="the GPU does not hold its clocks under load"
+                + (f" ({', '.join(why)})" if why else ", with no reason NVML reports")
+                + ": check its cooling and power delivery on site, and any clock lock "
+                "(nvidia-smi -q -d PERFORMANCE,CLOCK)",
                 evidence=ev,
             )
         )

@@ -18,6 +18,7 @@ gpu_load:
     temperature: {max: 87, unit: C}
     ecc_uncorrected_delta: {max: 0, unit: errors}
     xid_during_run: {max: 0, unit: Xids}
+    sm_clock: {min_share: 0.75, max_samples_below: 1}   # optional: SM clock of clocks.max.sm
   timeout_s: 2400
 """
 
@@ -52,12 +53,22 @@ class Selection:
 
 
 @dataclass(frozen=True, slots=True)
+class SmClock:
+    """`telemetry.sm_clock`: the SM clock under load may be below `min_share` of the GPU's
+    max SM clock in at most `max_samples_below` samples."""
+
+    min_share: float
+    max_samples_below: int
+
+
+@dataclass(frozen=True, slots=True)
 class Telemetry:
     interval_ms: int
     fail_reasons: tuple[str, ...]
     temperature: Threshold
     ecc_delta: Threshold
     xids: Threshold
+    sm_clock: SmClock | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +93,7 @@ class GpuLoadProfile:
         if level is not None and level < 4 and "pulse_test" in plugins:
             raise ConfigError(f"{SECTION}.run.dcgm_plugins: pulse_test runs at dcgm_level 4 only")
         power = dcgm.get("targeted_power_min")
+        clock = tel.get("sm_clock")
         return cls(
             run=Selection(
                 tuple(t for t in TESTCASES if t in run["testcases"]),
@@ -106,6 +118,9 @@ class GpuLoadProfile:
                 Threshold.from_profile(tel["temperature"], f"{where}.temperature"),
                 Threshold.from_profile(tel["ecc_uncorrected_delta"], f"{where}.ecc"),
                 Threshold.from_profile(tel["xid_during_run"], f"{where}.xid_during_run"),
+                None
+                if clock is None
+                else SmClock(float(clock["min_share"]), int(clock["max_samples_below"])),
             ),
             timeout_s=float(sec["timeout_s"]),
         )

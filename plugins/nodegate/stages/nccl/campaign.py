@@ -61,6 +61,7 @@ class NcclCampaign(Campaign[NcclJob]):
             group_nodes=prof.group_nodes,
             seed=prof.seed,
             matrix=prof.matrix,
+            single_node_jobs=prof.single_node_jobs,
         )
         self.performance = prof.single_node.busbw  # per job: see passes()
         self.extra_env = dict(extra_env)

@@ -31,6 +31,10 @@ from nodegate.stages.nccl.transport import findings as transport_findings
 UNIT = "GB/s"
 CHART = Chart(1)  # report.html: NCCL's numbers right after ib_pairs' bandwidth
 
+NO_SINGLES = (
+    "no single-node job at this run's level (nccl.single_node_jobs: false): the whole set "
+    "judges every node"
+)
 SINGLE: Check[None, NcclProfile] = Check(
     "nccl.single_node.busbw",
     "all_reduce_perf on the node alone reaches the single-node floor.",
@@ -380,6 +384,8 @@ class Judge:
         )  # fmt: skip
 
     def single(self, node: str) -> Verdict:
+        if not self.loc.singles:  # not applicable: a PASS that says so (as the matrix's)
+            return Verdict(SINGLE.id, node, Status.PASS, "node", message=NO_SINGLES)
         o = self.loc.single(node)
         if o is None:
             return Verdict(SINGLE.id, node, Status.ERROR, "node", message="single-node job not run")
@@ -397,6 +403,8 @@ class Judge:
                 why = "not in the whole-set job: its single-node job failed"
                 return Verdict(WHOLE.id, node, Status.SKIP, "job", None, floor, UNIT, why)
             why = "whole-set job not run: fewer than two nodes passed their single-node job"
+            if not self.loc.singles:
+                why = "whole-set job not run: fewer than two nodes took part"
             return Verdict(WHOLE.id, node, Status.ERROR, "job", None, floor, UNIT, why)
         comp = "whole set"  # the same part in every run (A/B); the job's size is in the message
         if o.passed:

@@ -1,8 +1,10 @@
 """Jobs, rounds and bad-node localization of the `nccl` stage (pure: no I/O).
 
 Round 1 runs every node alone (one job per node, all at once); round 2 one job over every node
-whose single-node run passed (the whole set). When that fails, localization plans rounds of
-disjoint jobs that run at once (a node is in one job at a time):
+whose single-node run passed (the whole set). Without single-node jobs (profile
+`single_node_jobs: false`, `--level quick`) round 1 is empty and the whole set holds every
+node. When that fails, localization plans rounds of disjoint jobs that run at once (a node is
+in one job at a time):
 
   groups   the whole set split into small groups (`group_nodes`, else about sqrt(N/3), 2..8)
            inside each leaf (no group crosses a spine: a fault between leaves fails none);
@@ -198,6 +200,7 @@ class Localization:
     leaf: Mapping[str, str]
     results: list[NcclOutcome] = field(default_factory=list)
     down: dict[str, str] = field(default_factory=dict)  # node -> why it could not take part
+    singles: bool = True  # round 1 runs every node alone (else the whole set holds every node)
     _memo: dict[Any, Any] = field(default_factory=dict)  # derived sets, until the next add
 
     def add(self, r: NcclOutcome) -> None:
@@ -258,7 +261,9 @@ class Localization:
         return got
 
     def members(self) -> tuple[str, ...]:
-        """The whole set: nodes whose single-node job passed."""
+        """The whole set: nodes whose single-node job passed (every node without them)."""
+        if not self.singles:
+            return self.nodes
         return tuple(n for n in self.nodes if (r := self.single(n)) is not None and r.passed)
 
     def good(self) -> set[str]:
@@ -440,8 +445,9 @@ class NcclLocalizer:
         group_nodes: int = 0,
         seed: int = 0,
         matrix: Matrix | None = None,
+        single_node_jobs: bool = True,
     ) -> None:
-        self.loc = Localization(tuple(nodes), leaf)
+        self.loc = Localization(tuple(nodes), leaf, singles=single_node_jobs)
         self.matrix = matrix
         self._matrix_rounds: list[list[NcclJob]] | None = None  # planned once localization ends
         self.max_rounds = max_rounds
@@ -450,6 +456,9 @@ class NcclLocalizer:
         self._split: set[tuple[str, ...]] = set()  # sets already cut into halves
 
     def first_rounds(self) -> list[Round[NcclJob]]:
+        if not self.loc.singles:
+            whole = self._localize()  # round 2, the whole set of every node (none: < 2 nodes)
+            return [whole] if whole is not None else []
         return [
             Round(RoundId(SINGLE_ROUND), tuple(NcclJob("single", (n,)) for n in self.loc.nodes))
         ]

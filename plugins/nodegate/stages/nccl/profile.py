@@ -13,6 +13,7 @@ nccl:
       - {nodes: 2, busbw: {min: 340, unit: GB/s}, avg_busbw: {min: 80, unit: GB/s}}
   env: {NCCL_IB_HCA: "=mlx5_0,mlx5_1"} # NCCL_*/UCX_* passed to every rank
   bootstrap_port: 61000                # NCCL_COMM_ID=<first node's data-plane address>:port
+  single_node_jobs: true               # round 1: every node alone (false: the whole set first)
   single_node_timeout_s: 300
   job_timeout_s: 600                   # deadline of one multi-node job
   mpirun: {args: [], mca: {}}          # extra arguments, --mca parameters
@@ -204,6 +205,7 @@ class NcclProfile:
     seed: int
     matrix: Matrix | None = None
     transport: Transport | None = None
+    single_node_jobs: bool = True
 
     @classmethod
     def of(cls, sec: Mapping[str, Any]) -> NcclProfile:
@@ -242,6 +244,7 @@ class NcclProfile:
             seed=int(loc.get("seed", 0)),
             matrix=Matrix.of(sec["matrix"]) if sec.get("matrix") else None,
             transport=Transport.of(sec["transport"]) if sec.get("transport") else None,
+            single_node_jobs=bool(sec.get("single_node_jobs", True)),
         )
 
     def floors(self, nodes: int) -> Floors:
