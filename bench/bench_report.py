@@ -66,8 +66,10 @@ def synthesize(src: Path, dst: Path, n: int) -> dict[str, Any]:
     return doc
 
 
-def render_times(page: Path) -> tuple[float, float]:
-    """Seconds to the load event, and to the heatmap laid out, in headless Chromium."""
+def render_times(page: Path, timeout_s: float = 120) -> tuple[float, float]:
+    """Seconds to the load event, and to the heatmap laid out, in headless Chromium (a page
+    that takes longer than `timeout_s` to load: both infinite)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -78,10 +80,12 @@ def render_times(page: Path) -> tuple[float, float]:
         try:
             tab = browser.new_page()
             t0 = time.perf_counter()
-            tab.goto(page.as_uri(), wait_until="load")
+            tab.goto(page.as_uri(), wait_until="load", timeout=timeout_s * 1000)
             loaded = time.perf_counter() - t0
             tab.evaluate("document.querySelector('#failed').getBoundingClientRect().top")
             laid_out = time.perf_counter() - t0
+        except PlaywrightTimeout:
+            return math.inf, math.inf
         finally:
             browser.close()
     return loaded, laid_out

@@ -69,6 +69,45 @@ _TextDatesLoader.yaml_implicit_resolvers = {
 }
 
 
+# libyaml's parser (PyYAML's C extension) reads a 10,000-node inventory about ten times faster
+# than the pure-Python scanner; the constructors (duplicate keys, text dates) are the same
+# Python ones. The Python loader stays the reference: it reads a document nested near
+# MAX_YAML_DEPTH (its depth check) and says every syntax error in its own words.
+_FAST = bool(getattr(yaml, "__with_libyaml__", False))
+if _FAST:
+
+    class _CStrictSafeLoader(yaml.CSafeLoader):
+        """_StrictSafeLoader's constructors over libyaml's parser."""
+
+    _CStrictSafeLoader.add_constructor(
+        yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
+    )
+
+    class _CTextDatesLoader(_CStrictSafeLoader):
+        """_TextDatesLoader over libyaml's parser."""
+
+    _CTextDatesLoader.yaml_implicit_resolvers = _TextDatesLoader.yaml_implicit_resolvers
+
+
+def _shallow(text: str) -> bool:
+    """Whether no collection nests MAX_YAML_DEPTH - 1 deep (libyaml's events, no composing);
+    False also for text libyaml cannot parse (the Python loader then says why)."""
+    depth = 0
+    opening = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+    closing = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+    try:
+        for ev in yaml.parse(text, Loader=yaml.CSafeLoader):
+            if isinstance(ev, opening):
+                depth += 1
+                if depth >= MAX_YAML_DEPTH - 1:
+                    return False
+            elif isinstance(ev, closing):
+                depth -= 1
+    except yaml.YAMLError:
+        return False
+    return True
+
+
 def read_text(source: str) -> str:
     """File contents; ConfigError for missing, unreadable, binary or empty files."""
     try:
@@ -90,7 +129,9 @@ def read_text(source: str) -> str:
 def load_yaml(source: str, text: str, *, dates: bool = True) -> object:
     """Safe-load YAML; syntax errors become ConfigError with the line and column. `dates`
     False: dates stay text, for the caller to check under their key."""
-    loader = _StrictSafeLoader if dates else _TextDatesLoader
+    loader: type = _StrictSafeLoader if dates else _TextDatesLoader
+    if _FAST and _shallow(text):
+        loader = _CStrictSafeLoader if dates else _CTextDatesLoader
     try:
         return yaml.load(text, Loader=loader)  # a SafeLoader: plain data only
     except yaml.MarkedYAMLError as exc:

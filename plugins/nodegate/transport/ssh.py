@@ -141,7 +141,12 @@ class SSHTransport(Transport):
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a", encoding="utf-8") as f:
                 f.write(line)
-        self._known.pop(target.known_hosts, None)
+        # The line joins the entries already read (as a re-read would find it): re-reading
+        # the file after every learned key is quadratic on a new fleet (10,000 first
+        # connections: 10,000 reads of a growing file).
+        known = self._known.get(target.known_hosts)
+        if known is not None:
+            known.load(line)
 
     def _client_keys(self, target: Target) -> Any:
         if not target.identity_files:

@@ -136,10 +136,15 @@ class Judge:
     def pair_jobs(self) -> list[NcclOutcome]:
         """The failed localization jobs the slow leaf pair explains (they hold both leaves and
         no node named, suspected or lost)."""
-        explained = set(self.loc.suspects()) | self.loc.blamed() | self.loc.down.keys()
-        return [r for r in self.loc.results if r.test.phase in ("whole", *LOCAL)
+        if "pair_jobs" not in self._memo:
+            explained = set(self.loc.suspects()) | self.loc.blamed() | self.loc.down.keys()
+            self._memo["pair_jobs"] = [
+                r for r in self.loc.results if r.test.phase in ("whole", *LOCAL)
                 and not r.passed and self.loc.holds_slow_pair(r.test.nodes)
-                and not explained & set(r.test.nodes)]  # fmt: skip
+                and not explained & set(r.test.nodes)
+            ]  # fmt: skip
+        got: list[NcclOutcome] = self._memo["pair_jobs"]
+        return got
 
     def between(self, a: str, b: str) -> str:
         """`leaf01's uplinks (P17 -> spine01 P1, ...) and leaf02's (...), both on spine01`,
@@ -180,7 +185,7 @@ class Judge:
                    floor.expected(), msg, unit=UNIT, evidence=ev,
                    remediation=f"check {self.between(a, b)} (link state, errors, routing); "
                    "no node is to blame")  # fmt: skip
-        return [v if slowest is None else replace(v, job=_job(slowest[1]))]
+        return [v if slowest is None else replace(v, job=self.job_of(slowest[1]))]
 
     def pair_not_named(self, node: str) -> list[Verdict]:
         """A fault between leaves the rounds narrowed but did not name: its candidate pairs,
@@ -218,8 +223,8 @@ class Judge:
                 "nccl/net",
                 message="the profile asserts no transport (nccl.transport: none)",
             )
-        jobs = [o for o in self.loc.results
-                if len(o.test.nodes) > 1 and node in o.test.nodes and o.lost_why(node) is None
+        jobs = [o for o in self.loc.jobs_of(node)
+                if len(o.test.nodes) > 1 and o.lost_why(node) is None
                 and self._reading(o).error is None and o.error is None]  # fmt: skip
         if not jobs:
             return Verdict(
@@ -268,6 +273,25 @@ class Judge:
         got: list[GroupResult] = self._memo["matrix"]
         return got
 
+    def matrix_findings(self) -> dict[tuple[str, ...], Any]:
+        """The matrix's findings by `_group_key`, once per judge."""
+        if "findings" not in self._memo:
+            m = self.prof.matrix
+            self._memo["findings"] = {} if m is None else {
+                _group_key(f.group.collective, f.group.scale, f.group.nodes): f
+                for f in findings(m, self.matrix_results())
+            }  # fmt: skip
+        got: dict[tuple[str, ...], Any] = self._memo["findings"]
+        return got
+
+    def job_of(self, o: NcclOutcome) -> str:
+        """`_job(o)`, folded once per job (a whole-set job's 10,000 names, once)."""
+        jobs = self._memo.setdefault("jobs", {})
+        got = jobs.get(o.test)
+        if got is None:
+            got = jobs[o.test] = _job(o)
+        return str(got)
+
     def matrix(self, node: str) -> list[Verdict]:
         """One verdict per (collective, scale) the node was in: PASS, a mark (a tier's break:
         PASS for the node, on the repair list), or ERROR (nothing measured)."""
@@ -275,7 +299,7 @@ class Judge:
         if m is None:  # not applicable: a PASS that says so (as `roce: null`)
             return [Verdict(MATRIX.id, node, Status.PASS, "collective",
                             message="the profile runs no collective matrix")]  # fmt: skip
-        mine = [o for o in self.loc.of_phase("matrix") if node in o.test.nodes]
+        mine = [o for o in self.loc.jobs_of(node) if o.test.phase == "matrix"]
         if not mine:
             if self.loc.status(node) in ("pass", "cleared"):
                 return [Verdict(MATRIX.id, node, Status.PASS, "collective",
@@ -284,8 +308,7 @@ class Judge:
             return [Verdict(MATRIX.id, node, Status.SKIP, "collective",
                             message="not in the matrix (not in the whole set, or named, "
                             "suspected or lost by localization)")]  # fmt: skip
-        found = {f.group.nodes + (f.group.collective, f.group.scale): f
-                 for f in findings(m, self.matrix_results())}  # fmt: skip
+        found = self.matrix_findings()
         out = []
         for o in mine:
             t = o.test
@@ -294,7 +317,7 @@ class Judge:
             r = self._reading(o)
             eff = "" if r.busbw is None else f", {r.busbw / m.line_rate * 100:.0f} % of line rate"
             msg = f"{self.describe(o)}{eff} [floor {floor.expected()} {UNIT}]"
-            f = found.get(t.nodes + (t.collective, t.scale))
+            f = found.get(_group_key(t.collective, t.scale, t.nodes))
             ev = self.refs(o, node)
             if o.error is not None or r.busbw is None or o.lost_why(node) is not None:
                 out.append(Verdict(MATRIX.id, node, self.status([o]) if o.lost_why(node) is None
@@ -305,10 +328,11 @@ class Judge:
                                   f"infrastructure: {describe(f, self.loc.leaf, m.line_rate)}",
                                   remediation=f"check {TIER[t.scale]} (nodes in this group "
                                   "passed alone and in smaller jobs)", unit=UNIT,
-                                  evidence=ev), job=_job(o)))  # fmt: skip
+                                  evidence=ev), job=self.job_of(o)))  # fmt: skip
             else:
                 out.append(Verdict(MATRIX.id, node, Status.PASS, comp, r.busbw, floor.expected(),
-                                   UNIT, msg, None, ev, reference=floor, job=_job(o)))  # fmt: skip
+                                   UNIT, msg, None, ev, reference=floor,
+                                   job=self.job_of(o)))  # fmt: skip
         return out
 
     def status(self, outcomes: Sequence[NcclOutcome]) -> Status:
@@ -356,7 +380,7 @@ class Judge:
         return Verdict(
             check.id, node, status, component, self._reading(o).busbw, floors.busbw.expected(),
             UNIT, msg, hint, self.refs(o, node), reference=floors.busbw,
-            job=_job(o) if check.measures == "job" else None,
+            job=self.job_of(o) if check.measures == "job" else None,
         )  # fmt: skip
 
     def single(self, node: str) -> Verdict:
@@ -418,10 +442,9 @@ class Judge:
 
     def _unexplained(self, node: str) -> list[NcclOutcome]:
         """The failed jobs holding `node` that no named, suspected or lost node explains."""
-        groups = self.loc.unexplained()
-        return [r for r in self.loc.results if not r.passed and r.test.phase != "matrix"
-                and r.test.nodes in groups
-                and node in r.test.nodes]  # fmt: skip
+        groups = set(self.loc.unexplained())
+        return [r for r in self.loc.jobs_of(node) if not r.passed and r.test.phase != "matrix"
+                and r.test.nodes in groups]  # fmt: skip
 
     def _history(self, outcomes: Sequence[NcclOutcome]) -> str:
         return "; ".join(self.describe(r) for r in outcomes)
@@ -429,7 +452,7 @@ class Judge:
     def _cleared(self, node: str, whole: NcclOutcome, comp: str) -> Verdict:
         """PASS for a node a localization job cleared: the whole-set job failed, the nodes
         named explain it, and the node reached the floor of a smaller job."""
-        ok = next(r for r in self.loc.of_phase(*LOCAL) if r.passed and node in r.test.nodes)
+        ok = next(r for r in self.loc.jobs_of(node) if r.test.phase in LOCAL and r.passed)
         floors = self.prof.floors(len(ok.test.nodes))
         msg = (
             f"whole-set job failed ({self.describe(whole)}); {self.named()}; this node cleared "
@@ -438,11 +461,17 @@ class Judge:
         ev = self.refs(whole, node) + self.refs(ok, node)
         return Verdict(
             WHOLE.id, node, Status.PASS, comp, self._reading(ok).busbw, floors.busbw.expected(),
-            UNIT, msg, None, ev, reference=floors.busbw, job=_job(ok),
+            UNIT, msg, None, ev, reference=floors.busbw, job=self.job_of(ok),
         )  # fmt: skip
 
     def named(self) -> str:
         """What localization concluded, for the whole-set verdict of every node."""
+        if "named" not in self._memo:
+            self._memo["named"] = self._named()
+        got: str = self._memo["named"]
+        return got
+
+    def _named(self) -> str:
         blamed = sorted(self.loc.blamed())
         group = self.loc.smallest_failing()
         parts = []
@@ -468,9 +497,7 @@ class Judge:
     def localized(self, node: str) -> Verdict:
         st = self.loc.status(node)
         mine = [
-            r
-            for r in self.loc.results
-            if node in r.test.nodes and r.round.number > 2 and r.test.phase != "matrix"
+            r for r in self.loc.jobs_of(node) if r.round.number > 2 and r.test.phase != "matrix"
         ]
         ev = tuple(ref for r in mine for ref in self.refs(r, node))
         history = "; ".join(self.describe(r) for r in mine)
@@ -506,11 +533,7 @@ class Judge:
             return Verdict(LOCALIZED.id, node, status, "node", message=msg,
                            remediation="check the fabric between these nodes (switches, "
                            "routing, adaptive routing, SHARP)", evidence=ev)  # fmt: skip
-        seen = [
-            r
-            for r in self.loc.results
-            if node in r.test.nodes and not r.passed and r.test.phase != "matrix"
-        ]
+        seen = [r for r in self.loc.jobs_of(node) if not r.passed and r.test.phase != "matrix"]
         msg = f"failed and not confirmed within {self.prof.max_rounds} rounds: {history or '-'}"
         return Verdict(LOCALIZED.id, node, self.status(seen) if seen else Status.ERROR, "node",
                        message=msg, remediation="retest with more healthy nodes",
@@ -525,6 +548,11 @@ def matrix_results(loc: Localization, readings: Mapping[NcclJob, JobReading]) ->
                     else readings[o.test].busbw)
         for o in loc.of_phase("matrix")
     ]  # fmt: skip
+
+
+def _group_key(collective: str, scale: str, nodes: Sequence[str]) -> tuple[str, ...]:
+    """A matrix group by (collective, scale, first node, size): a scale's groups are disjoint."""
+    return (collective, scale, nodes[0], str(len(nodes)))
 
 
 def _job(o: NcclOutcome) -> str:

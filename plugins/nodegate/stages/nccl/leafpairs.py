@@ -13,31 +13,51 @@ node per candidate pair it names the pair at once.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 Pair = tuple[str, str]  # two leaves, in name order
 
 
 def all_pairs(leaves: Iterable[str]) -> set[Pair]:
-    return {(a, b) for a, b in itertools.combinations(sorted(set(leaves) - {""}), 2)}
+    return set(_all_pairs(tuple(sorted(set(leaves) - {""}))))
+
+
+@functools.lru_cache(maxsize=8)
+def _all_pairs(leaves: tuple[str, ...]) -> frozenset[Pair]:
+    # Asked again after every job while the leaves stay the same (312 leaves: 48,516 pairs).
+    return frozenset(itertools.combinations(leaves, 2))
 
 
 def narrow(cands: set[Pair], leaves: Collection[str], failed: bool) -> set[Pair]:
     """What a job over nodes known good on `leaves` leaves of the candidates."""
-    inside = {p for p in cands if p[0] in leaves and p[1] in leaves}
+    lvs = sorted(set(leaves) - {""})
+    if len(lvs) * (len(lvs) - 1) // 2 < len(cands):  # the job's own pairs: fewer to look at
+        inside = {p for p in itertools.combinations(lvs, 2) if p in cands}
+    else:
+        inside = {p for p in cands if p[0] in leaves and p[1] in leaves}
     return inside if failed else cands - inside
 
 
 def score(cands: Collection[Pair], labels: Mapping[str, int]) -> tuple[int, int]:
     """(the sum of squared class sizes, the pairs no probe holds): a pair's class is the set
     of probes holding both its leaves (bit masks)."""
-    sizes: dict[int, int] = {}
-    for a, b in cands:
-        k = labels.get(a, 0) & labels.get(b, 0)
-        sizes[k] = sizes.get(k, 0) + 1
+    get = labels.get
+    sizes = Counter(get(a, 0) & get(b, 0) for a, b in cands)
     return sum(v * v for v in sizes.values()), sizes.get(0, 0)
+
+
+def _bits(mask: int) -> list[int]:
+    """The set bits of `mask`, lowest first (a step per set bit, not per bit)."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def _blocks(active: Sequence[str], m: int) -> dict[str, int]:
@@ -63,10 +83,10 @@ def _fit(labels: dict[str, int], cap: Mapping[str, int], rng: random.Random) -> 
     """Each leaf in at most `cap` probes: keep a random `cap` of its bits."""
     out = {}
     for lf, mask in labels.items():
-        bits = [i for i in range(mask.bit_length()) if mask >> i & 1]
-        if len(bits) > cap.get(lf, 0):
-            bits = rng.sample(bits, cap.get(lf, 0))
-        out[lf] = sum(1 << i for i in bits)
+        if mask.bit_count() <= cap.get(lf, 0):
+            out[lf] = mask
+            continue
+        out[lf] = sum(1 << i for i in rng.sample(_bits(mask), cap.get(lf, 0)))
     return out
 
 
@@ -86,8 +106,12 @@ def design(
     most = max(cap[lf] for lf in active)
     for m in range(2, min(len(active), most + 1) + 1):
         tried.append(_blocks(active, m))
+    # Each design is scored over every candidate pair: past 4,096 candidates (about 90
+    # leaves) fewer random designs per width, so a round's design stays well under a second
+    # at 312 leaves (48,516 pairs).
+    reps = 12 if len(cands) <= 4096 else max(2, 12 * 4096 // len(cands))
     for t in (2, 3, 4, 6, 8, 12, 16):
-        for _ in range(12):
+        for _ in range(reps):
             tried.append({lf: sum(1 << i for i in rng.sample(range(t), min(t, cap[lf])))
                           for lf in active})  # fmt: skip
     best: tuple[tuple[int, int, int], list[tuple[str, ...]]] | None = None
@@ -102,11 +126,17 @@ def design(
 
 
 def _probes(labels: Mapping[str, int]) -> list[tuple[str, ...]]:
-    width = max((m.bit_length() for m in labels.values()), default=0)
-    out = []
-    for t in range(width):
-        leaves = tuple(sorted(lf for lf, m in labels.items() if m >> t & 1))
-        if len(leaves) >= 2 and leaves not in out:
+    """Probe t: the leaves whose label has bit t, probes in bit order, each once."""
+    by_bit: dict[int, list[str]] = {}
+    for lf, m in labels.items():
+        for t in _bits(m):
+            by_bit.setdefault(t, []).append(lf)
+    out: list[tuple[str, ...]] = []
+    seen: set[tuple[str, ...]] = set()
+    for t in sorted(by_bit):
+        leaves = tuple(sorted(by_bit[t]))
+        if len(leaves) >= 2 and leaves not in seen:
+            seen.add(leaves)
             out.append(leaves)
     return out
 

@@ -71,6 +71,19 @@ class NcclJob:
     collective: str = "all_reduce"
     scale: str = ""  # a matrix job's scale
 
+    def __hash__(self) -> int:
+        # Asked of every node's reading of a job (a whole-set job holds every node): hashed
+        # once, not once per node over its whole node tuple; not pickled (hashes of str differ
+        # between processes).
+        h: int | None = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.phase, self.nodes, self.subject, self.collective, self.scale))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @property
     def key(self) -> str:
         """`single-gpu001`, `whole-16`, `group-gpu001-4`, `pair-gpu007-gpu002`,
@@ -188,7 +201,7 @@ class Localization:
     results: list[NcclOutcome] = field(default_factory=list)
     down: dict[str, str] = field(default_factory=dict)  # node -> why it could not take part
     singles: bool = True  # round 1 runs every node alone (else the whole set holds every node)
-    _memo: dict[str, Any] = field(default_factory=dict)  # derived sets, until the next add
+    _memo: dict[Any, Any] = field(default_factory=dict)  # derived sets, until the next add
 
     def add(self, r: NcclOutcome) -> None:
         self._memo.clear()
@@ -197,14 +210,30 @@ class Localization:
             self.down.setdefault(n, why)
 
     def of_phase(self, *phases: str) -> list[NcclOutcome]:
-        return [r for r in self.results if r.test.phase in phases]
+        key = ("of_phase", *phases)
+        if key not in self._memo:
+            self._memo[key] = [r for r in self.results if r.test.phase in phases]
+        got: list[NcclOutcome] = self._memo[key]
+        return got
+
+    def jobs_of(self, node: str) -> list[NcclOutcome]:
+        """Every job that held `node`, in the order they ran (an index: a judge asking this
+        of every node of a whole-set job scans each job once, not once per node)."""
+        if "jobs_of" not in self._memo:
+            index: dict[str, list[NcclOutcome]] = {}
+            for r in self.results:
+                for n in r.test.nodes:
+                    index.setdefault(n, []).append(r)
+            self._memo["jobs_of"] = index
+        got: dict[str, list[NcclOutcome]] = self._memo["jobs_of"]
+        return got.get(node, [])
 
     def judged(self, r: NcclOutcome) -> bool:
         """Whether the job says anything of its nodes (no node was lost under it)."""
         return not r.lost
 
     def single(self, node: str) -> NcclOutcome | None:
-        return next((r for r in self.of_phase("single") if r.test.nodes[0] == node), None)
+        return next((r for r in self.jobs_of(node) if r.test.phase == "single"), None)
 
     def whole(self) -> NcclOutcome | None:
         """The latest whole-set job: one that lost a node is planned again without it."""
@@ -213,7 +242,7 @@ class Localization:
 
     def whole_of(self, node: str) -> NcclOutcome | None:
         """The latest whole-set job that held `node` (a lost node: the one it was lost in)."""
-        return next((r for r in reversed(self.of_phase("whole")) if node in r.test.nodes), None)
+        return next((r for r in reversed(self.jobs_of(node)) if r.test.phase == "whole"), None)
 
     def retest(self) -> list[str]:
         """Nodes a localization job could not judge (a node under it was lost), not lost
@@ -370,21 +399,34 @@ class Localization:
         got: list[tuple[str, ...]] = self._memo["unexplained"]
         return got
 
+    def _sets(self) -> dict[str, frozenset[str]]:
+        """The whole set's, the suspects' and the unexplained groups' nodes as sets (asked of
+        every node by `status`)."""
+        if "sets" not in self._memo:
+            whole = self.whole()
+            self._memo["sets"] = {
+                "whole": frozenset(whole.test.nodes if whole else ()),
+                "suspects": frozenset(self.suspects()),
+                "unexplained": frozenset(n for g in self.unexplained() for n in g),
+            }
+        got: dict[str, frozenset[str]] = self._memo["sets"]
+        return got
+
     def status(self, node: str) -> Status:
         """`cleared`: the node passed a localization job and every failed job it was in holds
         a node named, suspected or lost; `group`: it was in a failed job that none explains."""
         whole = self.whole()
         if node in self.down:
             return "lost"
-        if whole is None or node not in whole.test.nodes:
+        if whole is None or node not in self._sets()["whole"]:
             return "untested"
         if whole.passed:
             return "pass"
         if node in self.blamed():
             return "blamed"
-        if node in self.suspects():
+        if node in self._sets()["suspects"]:
             return "suspect"
-        if any(node in group for group in self.unexplained()):
+        if node in self._sets()["unexplained"]:
             return "group"
         if node in self.good():
             return "cleared"
