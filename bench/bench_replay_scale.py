@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import os
 import re
 import resource
@@ -35,6 +34,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import PASSIVE, REPO, du, print_profile, print_table  # noqa: E402
+from nodegate.core.results import VERDICTS_FILE, read_verdicts_doc  # noqa: E402
 
 SEED_NODES = 32
 _SERIAL = re.compile(r"\b(1650\d{9})\b")  # the demo model's GPU serials (13 digits)
@@ -123,6 +123,21 @@ def replicate(seed: Path, n: int, dest: Path) -> tuple[Path, Path]:
     return bundle, inventory
 
 
+def files_kb_node(run_dir: Path, n: int) -> dict[str, float]:
+    """The run directory per node, by file (the evidence by kind: plain `.json` of the
+    rejected nodes, `.json.gz`, `.html` pages), KB per node, largest first."""
+    sizes: dict[str, int] = {}
+    for p in run_dir.rglob("*"):
+        if p.is_file():
+            rel = p.relative_to(run_dir)
+            if rel.parts[0] == "raw":
+                key = "raw/*" + "".join(p.suffixes[-2 if p.suffix == ".gz" else -1 :])
+            else:
+                key = rel.parts[0]
+            sizes[key] = sizes.get(key, 0) + p.stat().st_size
+    return {k: round(v / n / 1024, 1) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])}
+
+
 def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
     tmp = Path(tempfile.mkdtemp(prefix=f"ngreplay-{n}-"))
     try:
@@ -139,11 +154,10 @@ def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
         run_dir = reports / "bench"
-        if p.returncode not in (0, 1, 6) or not (run_dir / "verdicts.json").exists():
+        if p.returncode not in (0, 1, 6) or not (run_dir / VERDICTS_FILE).exists():
             sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
             raise SystemExit(f"{n} nodes: pytest exited {p.returncode}")
-        doc = json.loads((run_dir / "verdicts.json").read_text())
-        verdicts = doc.get("verdicts", [])
+        verdicts = read_verdicts_doc(run_dir)["verdicts"]
         items = next(
             (
                 ln.rsplit(" in ", 1)[0]
@@ -161,10 +175,11 @@ def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
             "verdicts": len(verdicts),
             "non_pass": sum(1 for v in verdicts if v.get("status") != "pass"),
             "run_dir_kb_node": round(du(run_dir) / n / 1024, 1),
-            "verdicts_mb": round((run_dir / "verdicts.json").stat().st_size / 1e6, 1),
+            "verdicts_mb": round((run_dir / VERDICTS_FILE).stat().st_size / 1e6, 1),
             "bundle_s": round(build_s, 1),
             "rc": p.returncode,
             "pytest": items.strip("= "),
+            "files_kb_node": files_kb_node(run_dir, n),
         }
     finally:
         if not a.keep:

@@ -2,7 +2,7 @@
 
 Serial runs start it from `pytest_collection_finish`; under xdist, when the workers report
 their collection (before scheduling). Workers never open fleet connections for registered
-checks: they read verdicts.json.
+checks: they read verdicts.jsonl.gz.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
-    """Run the stages the collected items need, once; verdicts go to verdicts.json."""
+    """Run the stages the collected items need, once; verdicts go to verdicts.jsonl.gz."""
     if state.ran:
         return
     state.ran = True

@@ -23,7 +23,7 @@ node is expanded to plain `<stage>.json` (`expand_evidence`): the files a reader
 report.html, Allure or a shell for a failure are plain JSON; the others stay compressed
 (`zless`). A reference is made as `raw/<node>/<stage>.json#<command>`; when the run ends,
 `existing_refs` renames each one to the file that holds its document (`.json` for an expanded
-node, `.json.gz` for the others), so every reference in verdicts.json names a file that
+node, `.json.gz` for the others), so every reference in verdicts.jsonl.gz names a file that
 exists; every reader here (`open_evidence`) takes either name.
 """
 
