@@ -159,7 +159,7 @@ def read_verdicts(run_dir: Path) -> tuple[dict[str, Any], Iterator[Verdict]]:
 
 def _lines(path: Path) -> Iterator[str]:
     opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8") as f:
         yield from f
 
 
