@@ -11,16 +11,21 @@ over real SSH) is captured once as a bundle; that bundle is replicated to N node
 and HCA GUIDs shifted per replica so no two nodes report the same hardware, the verdicts
 therefore as varied as the demo's); then `pytest suites --transport replay` runs the same
 stages over it in a child process. The table: wall, the controller's CPU (user+sys of the
-pytest process, its children included) in total and per node, its peak RSS, pytest items,
-the run directory per node and verdicts.json's size. With --profile the child runs under
-cProfile and the top entries by own time are printed.
+pytest process, its children included: `--jobs` workers) in total and per node, the pytest
+process's own CPU (sampled from /proc: the workers left out), its peak RSS, pytest items,
+the run directory per node, the verdicts file's size and the run directory per node by file
+(evidence by kind: the rejected nodes' plain `.json`, `.json.gz`, `.html` pages). With
+--profile the child runs under cProfile (its main thread: the stages run in another) and the
+top entries by own time are printed.
+
+    .venv/bin/python bench/bench_replay_scale.py --sizes 1024 -- --jobs 1   # in process
+    .venv/bin/python bench/bench_replay_scale.py --sizes 1024 -- --jobs 2   # two workers
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import os
 import re
 import resource
@@ -35,6 +40,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import PASSIVE, REPO, du, print_profile, print_table  # noqa: E402
+from bench_scale import model as healthy_model  # noqa: E402
+from nodegate.core.results import VERDICTS_FILE, read_verdicts_doc  # noqa: E402
 
 SEED_NODES = 32
 _SERIAL = re.compile(r"\b(1650\d{9})\b")  # the demo model's GPU serials (13 digits)
@@ -57,7 +64,11 @@ def capture_seed(a: argparse.Namespace, tmp: Path) -> Path:
     """The demo fleet's passive stages over real SSH; returns the run directory (a bundle)."""
     from nodegate.sim.fleet import build_fleet
 
-    fleet = build_fleet(REPO / "inventories" / "sim" / "demo.yaml", tmp / "fleet", subnet=a.subnet)
+    model = REPO / "inventories" / "sim" / "demo.yaml"
+    if a.healthy:  # the demo's hardware without its faults
+        model = tmp / "healthy.yaml"
+        model.write_text(yaml.safe_dump(dict(healthy_model(SEED_NODES), name="demo")))
+    fleet = build_fleet(model, tmp / "fleet", subnet=a.subnet)
     try:
         fleet.start(timeout_s=300)
         reports = tmp / "seed-reports"
@@ -123,6 +134,40 @@ def replicate(seed: Path, n: int, dest: Path) -> tuple[Path, Path]:
     return bundle, inventory
 
 
+def files_kb_node(run_dir: Path, n: int) -> dict[str, float]:
+    """The run directory per node, by file (the evidence by kind: plain `.json` of the
+    rejected nodes, `.json.gz`, `.html` pages), KB per node, largest first."""
+    sizes: dict[str, int] = {}
+    for p in run_dir.rglob("*"):
+        if p.is_file():
+            rel = p.relative_to(run_dir)
+            if rel.parts[0] == "raw":
+                key = "raw/*" + "".join(p.suffixes[-2 if p.suffix == ".gz" else -1 :])
+            else:
+                key = rel.parts[0]
+            sizes[key] = sizes.get(key, 0) + p.stat().st_size
+    return {k: round(v / n / 1024, 1) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])}
+
+
+def run_watched(cmd: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run `cmd`; its result and the CPU seconds of that process alone (not its children:
+    `--jobs` workers), sampled from /proc every 0.1 s until it exits."""
+    tick = os.sysconf("SC_CLK_TCK")
+    own = 0.0
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=cwd)
+        while proc.poll() is None:
+            try:
+                f = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                own = (int(f[11]) + int(f[12])) / tick  # utime, stime
+            except (OSError, IndexError, ValueError):
+                pass
+            time.sleep(0.1)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read()), own
+
+
 def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
     tmp = Path(tempfile.mkdtemp(prefix=f"ngreplay-{n}-"))
     try:
@@ -134,16 +179,15 @@ def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
                          f"--replay={bundle / 'raw'}", *a.extra, profile=a.profile)  # fmt: skip
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=7200)
+        p, own = run_watched(cmd, tmp)
         wall = time.perf_counter() - t0
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
         run_dir = reports / "bench"
-        if p.returncode not in (0, 1, 6) or not (run_dir / "verdicts.json").exists():
+        if p.returncode not in (0, 1, 6) or not (run_dir / VERDICTS_FILE).exists():
             sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
             raise SystemExit(f"{n} nodes: pytest exited {p.returncode}")
-        doc = json.loads((run_dir / "verdicts.json").read_text())
-        verdicts = doc.get("verdicts", [])
+        verdicts = read_verdicts_doc(run_dir)["verdicts"]
         items = next(
             (
                 ln.rsplit(" in ", 1)[0]
@@ -157,14 +201,16 @@ def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
             "wall_s": round(wall, 1),
             "ctl_cpu_s": round(cpu, 1),
             "ms_per_node": round(cpu / n * 1000, 1),
+            "ctl_own_cpu_s": round(own, 1),  # the pytest process alone, its workers left out
             "peak_rss_mb": round(r1.ru_maxrss / 1024),
             "verdicts": len(verdicts),
             "non_pass": sum(1 for v in verdicts if v.get("status") != "pass"),
             "run_dir_kb_node": round(du(run_dir) / n / 1024, 1),
-            "verdicts_mb": round((run_dir / "verdicts.json").stat().st_size / 1e6, 1),
+            "verdicts_mb": round((run_dir / VERDICTS_FILE).stat().st_size / 1e6, 1),
             "bundle_s": round(build_s, 1),
             "rc": p.returncode,
             "pytest": items.strip("= "),
+            "files_kb_node": files_kb_node(run_dir, n),
         }
     finally:
         if not a.keep:
@@ -176,6 +222,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="1024,5000,10000")
     ap.add_argument("--subnet", default="127.93", help="the seed fleet's loopback subnet")
     ap.add_argument("--seed", help="an existing seed run directory (skip the capture)")
+    ap.add_argument("--healthy", action="store_true", help="capture the seed without faults")
     ap.add_argument("--profile", help="write the controller's cProfile here and print its top")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--keep", action="store_true", help="keep each size's bundle and reports")

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nodegate.core.results import read_verdicts_doc
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -34,7 +36,7 @@ def _rename(ref: str, old: str, new: str) -> str:
 def synthesize(src: Path, dst: Path, n: int) -> dict[str, Any]:
     """A run directory of `n` nodes at `dst` from the real run at `src`."""
     doc = json.loads((src / "admission.json").read_text())
-    vdoc = json.loads((src / "verdicts.json").read_text())
+    vdoc = read_verdicts_doc(src)
     names = list(doc["nodes"])
     copies = math.ceil(n / len(names))
     new_nodes: dict[str, Any] = {}
@@ -114,7 +116,7 @@ def main() -> int:
     run = work / f"bench{args.nodes}"
     try:
         doc = synthesize(src, run, args.nodes)
-        vdoc = json.loads((run / "verdicts.json").read_text())  # a run has them in memory
+        vdoc = read_verdicts_doc(run)  # a run has them in memory
         t0 = time.perf_counter()
         page = write_report(run, doc, vdoc)
         write_s = time.perf_counter() - t0

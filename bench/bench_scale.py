@@ -19,7 +19,6 @@ runs under cProfile and the top entries by own time are printed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pstats
 import resource
@@ -31,6 +30,7 @@ import time
 from pathlib import Path
 
 import yaml
+from nodegate.core.results import VERDICTS_FILE, read_verdicts_doc
 
 REPO = Path(__file__).resolve().parents[1]
 PASSIVE = "reach or pcie_gpu or hca or roce"
@@ -108,8 +108,8 @@ def run_size(n: int, a: argparse.Namespace, transport: str) -> dict[str, object]
         if p.returncode not in (0, 6):  # 6: a -m run qualifies nobody; anything else is wrong
             sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
             raise SystemExit(f"{n} nodes: pytest exited {p.returncode}")
-        verdicts = run_dir / "verdicts.json"
-        doc = json.loads(verdicts.read_text())
+        verdicts = run_dir / VERDICTS_FILE
+        doc = read_verdicts_doc(run_dir)
         non_pass = sum(
             1 for v in doc.get("verdicts", []) if isinstance(v, dict) and v.get("status") != "pass"
         )
@@ -154,7 +154,7 @@ def print_py_spy(path: str, top: int) -> None:
         "evidence write": "evidence.py:record",
         "pytest items": "pytest_runtestloop",
         "collection": "pytest_collectstart",
-        "verdicts.json": "engine.py:write",
+        "verdicts file": "results.py:write",
         "admission+reports": "pytest_sessionfinish",
     }
     total = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,10 +90,25 @@ def record(store: Store, made: Made, exit_code: int = 1) -> None:
               exit_code=exit_code)  # fmt: skip
 
 
-def run_dir(root: Path, made: Made) -> Path:
-    """The run's directory as a run leaves it (admission.json, verdicts.json)."""
+def run_dir(root: Path, made: Made, v1: bool = False) -> Path:
+    """The run's directory as a run leaves it (admission.json, verdicts.jsonl.gz); `v1`: as a
+    run before verdicts.jsonl.gz left it (verdicts.json)."""
     d = root / made.doc["run_id"]
     d.mkdir(parents=True)
-    made.result.write(d)
+    if v1:
+        write_verdicts_v1(made.result, d)
+    else:
+        made.result.write(d)
     write_admission(d, made.doc)
     return d
+
+
+def write_verdicts_v1(result: RunResult, d: Path) -> Path:
+    """verdicts.json exactly as nodegate wrote it before verdicts.jsonl.gz (one document, a
+    compact verdict per line; the writer of commit 6bb18ff)."""
+    enc = json.JSONEncoder(separators=(",", ":")).encode
+    lines = [enc(v.to_json()) for vs in result.verdicts.values() for v in vs]
+    head = enc(result.to_json(verdicts=False))[:-1] + ',"verdicts":['
+    path = d / "verdicts.json"
+    path.write_text(head + "".join(f"\n{x}," for x in lines).rstrip(",") + "\n]}\n")
+    return path

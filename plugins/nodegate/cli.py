@@ -159,7 +159,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"fleet left running; stop it with: nodegate sim stop --dir {fleet.root}")
     # This run's directory (reports/latest stays on the last complete run when interrupted).
     if run_dir.path is not None:
-        files = "report.html, admission.json, junit.xml, verdicts.json, raw/"
+        files = "report.html, admission.json, junit.xml, verdicts.jsonl.gz, raw/"
         print(f"reports: {run_dir.path}  ({files})")
     print(f"exit code {rc}: {DEMO_EXITS.get(rc, 'error, see above')}")
     return rc

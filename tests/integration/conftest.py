@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from nodegate.core.errors import ConfigError
+from nodegate.core.results import read_verdicts_doc
 from nodegate.sim.fleet import Fleet, build_fleet, find_sshd
 from nodegate.sim.slurm import SlurmCluster
 
@@ -60,7 +61,7 @@ class Run:
 
     @property
     def verdicts(self) -> dict[str, Any]:
-        return json.loads((self.run_dir / "verdicts.json").read_text())
+        return read_verdicts_doc(self.run_dir)
 
     def rejected(self) -> dict[str, list[dict[str, Any]]]:
         """Rejected node -> its reasons from the checks this run selected (a -m/-k run's

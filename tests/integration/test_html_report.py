@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nodegate.core.results import read_verdicts_doc
 
 from tests.integration.conftest import Run, base_model
 
@@ -101,11 +102,11 @@ def check_report_in_chromium(r: Run) -> None:
 
 
 def check_references_exist(run_dir: Path) -> None:
-    """Every evidence reference in verdicts.json and admission.json names a file of the run
+    """Every evidence reference in the verdicts and admission.json names a file of the run
     (`.json` for the rejected nodes, `.json.gz` for the others), and its command is in it."""
     from nodegate.transport.evidence import resolve_evidence
 
-    vdoc = json.loads((run_dir / "verdicts.json").read_text())
+    vdoc = read_verdicts_doc(run_dir)
     doc = json.loads((run_dir / "admission.json").read_text())
     refs = {e for v in vdoc["verdicts"] for e in v["evidence"]}
     refs |= {e for d in doc["nodes"].values() for r in d["reasons"] for e in r["evidence"]}

@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from nodegate.core.results import read_verdicts_doc
 from nodegate.stages.registry import STAGES
 
 from tests.integration.conftest import SimFleet, base_model
@@ -91,7 +92,7 @@ def test_interrupted_during_ib_pairs_then_rerun(sim_fleet, signals):
     }  # fmt: skip
     assert {n: d["reasons"] for n, d in doc["nodes"].items()} == {n: [reason] for n in NODES}
 
-    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    verdicts = read_verdicts_doc(run_dir)
     assert (verdicts["interrupted_during"], verdicts["stages_run"]) == ("ib_pairs", EARLIER)
     earlier = {c.id for s in STAGES if s.name in EARLIER for c in s.checks}
     measured = {(v["check"], v["node"]) for v in verdicts["verdicts"]}

@@ -182,7 +182,7 @@ def test_an_interrupted_demo_prints_its_own_run_directory(tmp_path, monkeypatch,
     assert cli.main(["demo", "--dir", str(tmp_path / "fleet")]) == 2
     out = capsys.readouterr().out.splitlines()
     assert out[-2:] == [
-        f"reports: {this_run}  (report.html, admission.json, junit.xml, verdicts.json, raw/)",
+        f"reports: {this_run}  (report.html, admission.json, junit.xml, verdicts.jsonl.gz, raw/)",
         "exit code 2: interrupted: no node admitted",
     ]
 

@@ -5,6 +5,7 @@ controllers writing at once."""
 
 from __future__ import annotations
 
+import gzip
 import sqlite3
 import threading
 from pathlib import Path
@@ -81,12 +82,38 @@ def test_a_bad_run_directory_is_named_and_writes_nothing(history_url: str, tmp_p
         import_run(store, tmp_path / "nope")
     assert str(e.value) == f"history import {tmp_path / 'nope'}: not a directory"
     d = run_dir(tmp_path / "reports", healthy_and_one_slow("r-cut"))
-    text = (d / "verdicts.json").read_text()
-    (d / "verdicts.json").write_text(text[: len(text) // 2] + '\n{"check": \n]}\n')
+    path = d / "verdicts.jsonl.gz"
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    path.write_bytes(gzip.compress("\n".join([*lines[:4], '{"check": ']).encode()))
     with pytest.raises(ConfigError) as e:
         import_run(store, d)
-    assert str(e.value).startswith(f"history import {d / 'verdicts.json'}: not a verdicts file")
+    assert str(e.value).startswith(f"history import {path}: not a verdicts file (line 5: ")
     assert count(store, t.runs) == 0  # the half-read run was rolled back
+    whole = gzip.compress("\n".join(lines).encode())
+    path.write_bytes(whole[: len(whole) // 2])  # a copy cut short
+    with pytest.raises(ConfigError) as e:
+        import_run(store, d)
+    assert str(e.value) == (f"history import {path}: not a verdicts file (line 2: Compressed "
+                            "file ended before the end-of-stream marker was reached)")  # fmt: skip
+    assert count(store, t.runs) == 0
+    v1 = run_dir(tmp_path / "old", healthy_and_one_slow("r-v1"), v1=True)
+    text = (v1 / "verdicts.json").read_text()
+    (v1 / "verdicts.json").write_text(text[: len(text) // 2])
+    with pytest.raises(ConfigError) as e:
+        import_run(store, v1)
+    assert str(e.value).startswith(f"history import {v1 / 'verdicts.json'}: not a verdicts file")
+    assert count(store, t.runs) == 0
+    store.close()
+
+
+def test_a_run_directory_written_before_verdicts_jsonl_gz_imports_the_same(
+    history_url: str, tmp_path: Path
+) -> None:
+    store = open_store(history_url)
+    new = import_run(store, run_dir(tmp_path / "new", healthy_and_one_slow("r-old")))
+    old = import_run(store, run_dir(tmp_path / "old", healthy_and_one_slow("r-old"), v1=True))
+    assert (old.run_id, old.verdicts, old.measurements, old.replaced) == ("r-old", 6, 3, True)
+    assert (new.verdicts, new.measurements) == (6, 3)
     store.close()
 
 

@@ -20,7 +20,7 @@ import pytest
 from nodegate.admission.gate import admission_doc, decide
 from nodegate.core import schemas
 from nodegate.core.checks import Check, CheckTable
-from nodegate.core.results import RunResult
+from nodegate.core.results import RunResult, read_verdicts_doc
 from nodegate.core.values import Status, Verdict
 from nodegate.framework.stage import Stage, StageContext
 from nodegate.profiles import Profile
@@ -223,6 +223,7 @@ def test_stops_the_run(node):
 # as a background job of a script inherits it, or "default"), then exec the run.
 STARTED_WITH = """\
 import os, signal, sys
+from nodegate.core.results import read_verdicts_doc
 signal.signal(signal.SIGINT, signal.SIG_IGN if sys.argv[1] == "ignored" else signal.SIG_DFL)
 os.execv(sys.argv[2], sys.argv[2:])
 """
@@ -280,7 +281,7 @@ def test_interrupted_in_a_passive_stage(tmp_path: Path, sigint: str) -> None:
     assert (tmp_path / "events").read_text().count("cancelled") == 2  # the sessions were ended
     why = "run interrupted during reach"
     assert reasons(run_dir) == {"n1": [why], "n2": [why]}
-    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    verdicts = read_verdicts_doc(run_dir)
     assert (verdicts["interrupted_during"], verdicts["verdicts"]) == ("reach", [])
     assert junit_errors(run_dir) == ("16", [f"not run: {why}"])  # 8 reach checks x 2 nodes
     assert not (tmp_path / "reports" / "latest").exists()

@@ -41,6 +41,7 @@ def test_every_value_from_the_command_line(tmp_path, monkeypatch):
         "nodegate_profile": "nd-h100-v5",
         "nodegate_profiles_dir": ["a", "b"],
         "nodegate_fanout": "8",
+        "nodegate_jobs": "3",
         "nodegate_connect_timeout": "2.5",
         "nodegate_accept_new_hostkeys": True,
         "nodegate_transport": "replay",
@@ -54,6 +55,7 @@ def test_every_value_from_the_command_line(tmp_path, monkeypatch):
         profile="nd-h100-v5",
         profiles_dirs=(Path("a"), Path("b")),
         fanout=8,
+        jobs=3,
         connect_timeout_s=2.5,
         accept_new_hostkeys=True,
         transport="replay",
@@ -105,6 +107,12 @@ def test_ini_booleans(value, expected):
     ("cli", "ini", "message"),
     [
         ({"nodegate_fanout": "0"}, {}, "--fanout: got '0', expected a whole number >= 1"),
+        ({"nodegate_jobs": "0"}, {}, "--jobs: got '0', expected a whole number >= 1"),
+        (
+            {},
+            {"nodegate_jobs": "two"},
+            "--jobs (from ini nodegate_jobs): got 'two', expected a whole number >= 1",
+        ),
         ({"nodegate_fanout": "-1"}, {}, "--fanout: got '-1', expected a whole number >= 1"),
         ({"nodegate_fanout": "1.5"}, {}, "--fanout: got '1.5', expected a whole number >= 1"),
         ({"nodegate_fanout": ""}, {}, "--fanout: got '', expected a whole number >= 1"),

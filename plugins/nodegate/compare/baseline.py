@@ -84,7 +84,7 @@ def baseline_doc(admission: Mapping[str, Any], result: RunResult) -> dict[str, A
 
 
 def run_baseline(run_dir: Path) -> dict[str, Any]:
-    """The baseline of the finished run in `run_dir` (admission.json and verdicts.json)."""
+    """The baseline of the finished run in `run_dir` (admission.json and its verdicts)."""
     admission = json.loads((run_dir / ADMISSION_FILE).read_text(encoding="utf-8"))
     return baseline_doc(admission, RunResult.read(run_dir))
 

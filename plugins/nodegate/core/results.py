@@ -7,16 +7,23 @@ it (admission, comparison, reports) and none of them needs the engine that fills
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodegate.core.errors import ConfigError
 from nodegate.core.values import Verdict
 
 # The files of a run directory (`reports/<run-id>/`), named once.
-VERDICTS_FILE = "verdicts.json"
+VERDICTS_FILE = "verdicts.jsonl.gz"
+# What runs before verdicts.jsonl.gz wrote (one JSON document, a verdict per line): still read.
+VERDICTS_JSON_FILE = "verdicts.json"
+VERDICTS_FORMAT = "nodegate-verdicts"  # the first line's `format`
+VERDICTS_VERSION = 2  # 1: verdicts.json
+VERDICTS_GZ_LEVEL = 6  # 256 replayed nodes: 3.1 KB per node (level 3: 3.9), ~0.5 ms per node
 ADMISSION_FILE = "admission.json"
 REPORT_FILE = "report.html"
 JUNIT_FILE = "junit.xml"
@@ -75,24 +82,23 @@ class RunResult:
         }
 
     def write(self, run_dir: Path) -> None:
-        """verdicts.json, streamed: one compact verdict per line (grep-able; at 1,024 nodes
-        ~270,000 verdicts, which an indented dump took ~30 s of pure-Python encoding and
-        several hundred MB to build)."""
+        """verdicts.jsonl.gz, streamed: gzip'd lines, the run's own fields first (`format`,
+        `version`, stages, timings, connections), then one compact verdict per line, passes
+        included (`zgrep '"status":"fail"' verdicts.jsonl.gz`; at 256 replayed nodes, ~250
+        verdicts per node, 3.1 KB per node where the plain verdicts.json took 82 KB). A
+        verdicts.json an older run left beside it is removed: one run, one verdicts file."""
         key = (str(run_dir), *self._state_key())
         if key == self._written and (run_dir / VERDICTS_FILE).is_file():
             return  # the file already holds exactly this (run end after the engine's write)
-        head = self.to_json(verdicts=False)
+        head = {"format": VERDICTS_FORMAT, "version": VERDICTS_VERSION, **self.to_json(False)}
         enc = json.JSONEncoder(separators=(",", ":")).encode
         tmp = run_dir / (VERDICTS_FILE + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write(enc(head)[:-1] + ',"verdicts":[')
-            sep = "\n"
+        with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=VERDICTS_GZ_LEVEL) as f:
+            f.write(enc(head) + "\n")
             for vs in self.verdicts.values():
-                for v in vs:
-                    f.write(sep + enc(v.to_json()))
-                    sep = ",\n"
-            f.write("\n]}\n")
+                f.writelines(enc(v.to_json()) + "\n" for v in vs)
         tmp.replace(run_dir / VERDICTS_FILE)
+        (run_dir / VERDICTS_JSON_FILE).unlink(missing_ok=True)
         self._written = key
 
     def _state_key(self) -> tuple[object, ...]:
@@ -102,13 +108,129 @@ class RunResult:
 
     @classmethod
     def read(cls, run_dir: Path) -> RunResult:
-        doc = json.loads((run_dir / VERDICTS_FILE).read_text(encoding="utf-8"))
+        """The run in `run_dir` (verdicts.jsonl.gz, or an older run's verdicts.json);
+        ConfigError naming the file when it is missing or not a verdicts file."""
+        head, verdicts = read_verdicts(run_dir)
         r = cls(
-            stages_run=list(doc["stages_run"]),
-            timings=dict(doc["timings_s"]),
-            connections=int(doc.get("connections", 0)),
-            interrupted=doc.get("interrupted_during"),
+            stages_run=list(head["stages_run"]),
+            timings=dict(head["timings_s"]),
+            connections=int(head.get("connections", 0)),
+            interrupted=head.get("interrupted_during"),
         )
-        for d in doc["verdicts"]:
-            r.add(Verdict.from_json(d))
+        for v in verdicts:
+            r.add(v)
         return r
+
+
+def verdicts_path(run_dir: Path) -> Path | None:
+    """The run's verdicts file: verdicts.jsonl.gz, else an older run's verdicts.json, else
+    None."""
+    for name in (VERDICTS_FILE, VERDICTS_JSON_FILE):
+        if (run_dir / name).is_file():
+            return run_dir / name
+    return None
+
+
+def read_verdicts(run_dir: Path) -> tuple[dict[str, Any], Iterator[Verdict]]:
+    """The run's own fields (stages_run, timings_s, connections, interrupted_during) and its
+    verdicts, read one line at a time, from either file (`verdicts_path`). ConfigError
+    (`<file>: not a verdicts file (...)`) for a missing file, a cut one or a bad line, raised
+    by the iterator too, when it reaches the bad line."""
+    path = verdicts_path(run_dir)
+    if path is None:
+        raise ConfigError(f"{run_dir}: no {VERDICTS_FILE} (nor an older run's "
+                          f"{VERDICTS_JSON_FILE}): not a finished run directory")  # fmt: skip
+    lines = _lines(path)
+    try:
+        first = next(lines, "")
+        if path.name == VERDICTS_JSON_FILE:
+            return _read_json(path, first, lines)
+        head = json.loads(first)
+        if not isinstance(head, dict) or head.get("format") != VERDICTS_FORMAT:
+            raise ValueError(f"first line is not {VERDICTS_FORMAT}'s header")
+        if head.get("version") != VERDICTS_VERSION:
+            raise ValueError(f"version {head.get('version')!r}, this nodegate reads "
+                             f"{VERDICTS_VERSION}")  # fmt: skip
+        _run_fields(head)
+    except (ValueError, KeyError, TypeError, OSError, EOFError) as exc:
+        raise _bad(path, exc) from None
+    return head, _verdicts(path, lines)
+
+
+def _lines(path: Path) -> Iterator[str]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        yield from f
+
+
+def _run_fields(head: dict[str, Any]) -> None:
+    """The run's own fields checked (a document without them, one another tool made: none)."""
+    head.setdefault("stages_run", [])
+    head.setdefault("timings_s", {})
+    if not isinstance(head["stages_run"], list) or not isinstance(head["timings_s"], dict):
+        raise ValueError("stages_run is not a list or timings_s not an object")
+
+
+def _verdicts(path: Path, lines: Iterator[str]) -> Iterator[Verdict]:
+    n = 1  # the lines read: the head, then a verdict a line
+    try:
+        for line in lines:
+            n += 1
+            if line.strip():
+                yield Verdict.from_json(json.loads(line))
+    except (OSError, EOFError) as exc:  # a file cut short: the line after the last one read
+        raise _bad(path, exc, n + 1) from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise _bad(path, exc, n) from None
+
+
+def _read_json(
+    path: Path, first: str, lines: Iterator[str]
+) -> tuple[dict[str, Any], Iterator[Verdict]]:
+    """verdicts.json (version 1): one document; as written, a verdict per line between the
+    head and `]}`, read one at a time; any other layout of it is read whole."""
+    if not first.rstrip().endswith('"verdicts":['):
+        doc = json.loads(first + "".join(lines))
+        if not isinstance(doc, dict) or not isinstance(doc.get("verdicts"), list):
+            raise ValueError("no verdicts[]")
+        _run_fields(doc)
+        return doc, _whole(path, doc["verdicts"])
+    head = json.loads(first.rstrip()[: -len(',"verdicts":[')] + "}")
+    _run_fields(head)
+
+    def verdicts() -> Iterator[Verdict]:
+        n, closed = 1, False
+        try:
+            for n, line in enumerate(lines, 2):  # noqa: B007 (n: the line a ConfigError names)
+                line = line.strip().rstrip(",")
+                if line in ("]}", "]"):
+                    closed = True
+                elif line:
+                    yield Verdict.from_json(json.loads(line))
+            if not closed:
+                raise ValueError("cut short: no closing ]}")
+        except (ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
+            raise _bad(path, exc, n) from None
+
+    return head, verdicts()
+
+
+def _whole(path: Path, docs: list[Any]) -> Iterator[Verdict]:
+    for n, d in enumerate(docs, 1):
+        try:
+            yield Verdict.from_json(d)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"{path}: not a verdicts file (verdict {n}: {exc})") from None
+
+
+def _bad(path: Path, exc: BaseException, line: int | None = None) -> ConfigError:
+    where = f"line {line}: " if line else ""
+    return ConfigError(f"{path}: not a verdicts file ({where}{exc})")
+
+
+def read_verdicts_doc(run_dir: Path) -> dict[str, Any]:
+    """The run's verdicts as one document, `{stages_run, timings_s, connections, verdicts:
+    [dict...]}` (what `RunResult.to_json` gives; report.html and the benches read it)."""
+    head, verdicts = read_verdicts(run_dir)
+    head = {k: v for k, v in head.items() if k not in ("format", "version", "verdicts")}
+    return {**head, "verdicts": [v.to_json() for v in verdicts]}

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "--max-active",
         "remote processes active stages keep open at once over the fleet "
         f"(default: the inventory's settings.max_active, else {DEFAULT_MAX_ACTIVE})",
+        "N",
+    ),
+    OptionSpec(
+        "--jobs",
+        "worker processes that parse and judge the passive stages' output (default: the "
+        "usable cores; 1: in the controller's own process, no pool)",
         "N",
     ),
     OptionSpec(
@@ -169,6 +176,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
 OPTION = {o.flag: o for o in OPTIONS}
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, which a cgroup or taskset narrows)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Every nodegate option of one run, validated. `inventory` None: the plugin is inactive."""
@@ -180,6 +195,7 @@ class Settings:
     level: str = DEFAULT_LEVEL  # one of LEVELS
     fanout: int = DEFAULT_FANOUT
     max_active: int | None = None  # None: the inventory's settings.max_active, else the default
+    jobs: int = field(default_factory=usable_cores)  # parse+judge workers (framework.pool)
     connect_timeout_s: float | None = None  # None: the inventory's, then ssh_config's, then 10
     accept_new_hostkeys: bool = False
     transport: str = DEFAULT_TRANSPORT
@@ -405,6 +421,7 @@ def build_settings(
         level=_level(given("--level")),
         fanout=_whole(given("--fanout"), DEFAULT_FANOUT),
         max_active=_optional_whole(given("--max-active")),
+        jobs=_whole(given("--jobs"), usable_cores()),
         connect_timeout_s=_seconds(given("--connect-timeout")),
         accept_new_hostkeys=_boolean(given("--accept-new-hostkeys")),
         transport=transport,

@@ -105,7 +105,7 @@ class NodeOutcome:
         return self.results.get(cmd_id)
 
 
-# What a verdict says of its check, in the order verdicts.json and admission.json write it
+# What a verdict says of its check, in the order verdicts.jsonl.gz and admission.json write it
 # (between the check/node/status and the evidence).
 SAID = ("component", "observed", "expected", "unit", "message", "remediation", "remediation_class")
 

@@ -7,7 +7,9 @@ keys; the engine runs stages in order and hands each the nodes still in.
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar, final
@@ -16,6 +18,7 @@ from nodegate.core.checks import CheckTable
 from nodegate.core.errors import ParseError
 from nodegate.core.settings import DEFAULT_MAX_ACTIVE
 from nodegate.core.values import CommandResult, CommandSpec, NodeOutcome, Reach, Status, Verdict
+from nodegate.framework.pool import Judged, JudgePool, judge_one
 from nodegate.framework.progress import ProgressSink
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
@@ -37,6 +40,7 @@ class StageOptions:
     log: Callable[[str], None] | None = None  # active stages show their plan as they go
     progress: ProgressSink | None = None  # stages, nodes and rounds as they go (framework.progress)
     fabric_snapshot: str | None = None  # the inventory's golden fabric snapshot (fabric stage)
+    judge_pool: JudgePool | None = None  # --jobs N > 1: passive stages parse+judge there
 
 
 @dataclass
@@ -155,40 +159,76 @@ class PassiveStage(Stage, Generic[F, P]):
             self.announce(ctx, max(StageScript("", "", tuple(s)).deadline_s for s in plan.values()))
             # Each node judged as its outcome comes in: its output is parsed while the others
             # still answer, and only its facts are kept (not ~400 KB of text per node).
-            judge = NodeJudge(self, replace(ctx, nodes=ready))
-            await ctx.transport.stream_stage(self.name, plan, judge.add)
+            judge = NodeJudge(self, replace(ctx, nodes=ready), ctx.options.judge_pool)
+            try:
+                await ctx.transport.stream_stage(self.name, plan, judge.add)
+                await judge.settled()
+            finally:
+                judge.cancel()  # cancelled (Ctrl-C): what the workers still hold is dropped
             verdicts += judge.verdicts()
         return verdicts
 
 
 class NodeJudge(Generic[F, P]):
     """A passive stage's judging, one node at a time as outcomes arrive; `verdicts()` in node
-    order (the stage's nodes), then the fleet-scope checks over every node's facts."""
+    order (the stage's nodes), then the fleet-scope checks over every node's facts. With a
+    `pool` (`--jobs N`), a reachable node's outcome is judged in a worker process and
+    `settled()` waits for them; the verdicts are the same (`nodegate.framework.pool`)."""
 
-    def __init__(self, stage: PassiveStage[F, P], ctx: StageContext) -> None:
+    def __init__(
+        self, stage: PassiveStage[F, P], ctx: StageContext, pool: JudgePool | None = None
+    ) -> None:
         self.stage = stage
         self.table: CheckTable[F, P] = stage.checks
         self.ctx = ctx
         self.by_node: dict[str, list[Verdict]] = {}
         self.facts: dict[str, F] = {}
         self.profs: dict[str, P] = {}
+        # A stage whose commands depend on the other nodes (`plan` overridden: the fabric
+        # stage's observers) keeps what it planned for its judging: judged here, where it is.
+        own_plan = type(stage).plan is not PassiveStage.plan
+        self.pool = pool if pool is not None and pool.takes(stage) and not own_plan else None
+        self.pending: dict[str, Future[Judged]] = {}
 
     def add(self, out: NodeOutcome) -> None:
-        """Judge one node's outcome (never raises: a stage bug is that node's ERROR)."""
-        try:
-            if out.reach is not Reach.OK:
-                self.by_node[out.node] = self.stage.unreachable(out)
+        """Judge one node's outcome, here or in the pool (never raises: a stage bug is that
+        node's ERROR)."""
+        profile = self.ctx.profiles[out.node]
+        if self.pool is not None and out.reach is Reach.OK:
+            try:
+                self.pending[out.node] = self.pool.submit(self.stage.name, profile, out)
                 return
-            prof = self.stage.profile_of(self.ctx.profiles[out.node])
-            f = self.stage.facts(out, prof)
-            self.by_node[out.node] = self.table.judge_node(out.node, f, prof)
-            self.facts[out.node], self.profs[out.node] = f, prof
-        except Exception as exc:  # noqa: BLE001 - one node's bug must not lose the fleet
-            why = f"stage {self.stage.name} failed: {type(exc).__name__}: {exc}"
-            self.facts.pop(out.node, None)
-            self.by_node[out.node] = self.table.all_error(out.node, "nodegate", why)
+            except Exception:  # noqa: BLE001 - a pool that cannot take it: judged here
+                pass
+        self._take(out.node, judge_one(self.stage, profile, out))
+
+    def _take(self, node: str, j: Judged) -> None:
+        self.by_node[node] = j.verdicts
+        if j.judged:
+            self.facts[node], self.profs[node] = j.facts, j.prof
+        else:
+            self.facts.pop(node, None)
+
+    async def settled(self) -> None:
+        """Wait for the nodes the pool judges; a worker lost is its nodes' ERROR."""
+        for node, fut in list(self.pending.items()):
+            try:
+                j = await asyncio.wrap_future(fut)
+            except Exception as exc:  # noqa: BLE001 - fail closed, never a pass
+                why = f"stage {self.stage.name} failed: parse worker: {type(exc).__name__}: {exc}"
+                j = Judged(self.table.all_error(node, "nodegate", why))
+            del self.pending[node]
+            if j.judged:  # the typed profile, built here once per profile (not sent back)
+                j = replace(j, prof=self.stage.profile_of(self.ctx.profiles[node]))
+            self._take(node, j)
+
+    def cancel(self) -> None:
+        for fut in self.pending.values():
+            fut.cancel()
 
     def verdicts(self) -> list[Verdict]:
+        if self.pending:
+            raise RuntimeError(f"{len(self.pending)} nodes still being judged: settled() first")
         order = [n.name for n in self.ctx.nodes]
         missing = [n for n in order if n not in self.by_node]
         if missing:  # a transport that lost a node: fail closed, never a pass

@@ -23,7 +23,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from nodegate.admission.gate import Reason, causes
 from nodegate.admission.remediation import UNJUDGED_CLASS
 from nodegate.core.errors import ConfigError
-from nodegate.core.results import ACTIONS_FILE, ADMISSION_FILE, VERDICTS_FILE
+from nodegate.core.results import (
+    ACTIONS_FILE,
+    ADMISSION_FILE,
+    VERDICTS_FILE,
+    read_verdicts,
+    verdicts_path,
+)
 from nodegate.core.values import Status, Verdict, component_key, is_number
 from nodegate.history import schema as t
 from nodegate.history.store import Store
@@ -330,22 +336,6 @@ def _text(v: Any) -> str | None:
     return None if v is None else v if isinstance(v, str) else json.dumps(v, default=str)
 
 
-def read_verdicts(path: Path) -> Iterator[Verdict]:
-    """verdicts.json's verdicts one at a time (it holds one per line); any other layout of the
-    same document is read whole."""
-    with path.open(encoding="utf-8") as f:
-        head = f.readline()
-        if head.rstrip().endswith('"verdicts":['):
-            for line in f:
-                line = line.strip().rstrip(",")
-                if line and line not in ("]}", "]"):
-                    yield Verdict.from_json(json.loads(line))
-            return
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    for d in doc["verdicts"]:
-        yield Verdict.from_json(d)
-
-
 @dataclass(frozen=True, slots=True)
 class RunFiles:
     """A run directory's documents the history reads."""
@@ -356,7 +346,7 @@ class RunFiles:
 
 
 def run_files(run_dir: Path) -> RunFiles:
-    """A run directory's admission.json, verdicts.json and actions.json (when there), checked;
+    """A run directory's admission.json, verdicts file and actions.json (when there), checked;
     ConfigError naming the directory and the file that is wrong."""
 
     if not run_dir.is_dir():
@@ -379,9 +369,10 @@ def run_files(run_dir: Path) -> RunFiles:
             f"history import {run_dir / ADMISSION_FILE}: not an admission document "
             f"(needs {', '.join(needed)})"
         )
-    if not (run_dir / VERDICTS_FILE).is_file():
+    verdicts = verdicts_path(run_dir)
+    if verdicts is None:
         raise ConfigError(f"history import {run_dir}: no {VERDICTS_FILE}")
-    return RunFiles(adm, run_dir / VERDICTS_FILE, docs.get(ACTIONS_FILE))
+    return RunFiles(adm, verdicts, docs.get(ACTIONS_FILE))
 
 
 def import_run(store: Store, run_dir: Path) -> Written:
@@ -390,7 +381,8 @@ def import_run(store: Store, run_dir: Path) -> Written:
     files = run_files(run_dir)
     flags = (files.admission.get("history") or {}).get("flags", ())
     try:  # a verdict that cannot be read rolls the whole run back
-        return write_run(store, files.admission, read_verdicts(files.verdicts),
+        _, verdicts = read_verdicts(files.verdicts.parent)
+        return write_run(store, files.admission, verdicts,
                          actions=files.actions, flags=flags, source="import")  # fmt: skip
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"history import {files.verdicts}: not a verdicts file ({exc})") from None
+    except ConfigError as exc:
+        raise ConfigError(f"history import {exc}") from None

@@ -152,5 +152,5 @@ class AllureWriter:
 
     @pytest.hookimpl
     def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
-        result = self.load_result()  # in memory on the controller: verdicts.json's
+        result = self.load_result()  # in memory on the controller: verdicts.jsonl.gz's
         write_results(self.alluredir, doc, result.to_json(), run_dir)

@@ -2,7 +2,7 @@
 
 Serial runs start it from `pytest_collection_finish`; under xdist, when the workers report
 their collection (before scheduling). Workers never open fleet connections for registered
-checks: they read verdicts.json.
+checks: they read verdicts.jsonl.gz.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
+from nodegate.framework.pool import JudgePool
 from nodegate.framework.stage import StageOptions
 from nodegate.session.collection import SITE_PREFIX, item_key
 from nodegate.session.display import make_progress
 from nodegate.session.engine import Engine, LoopThread
 from nodegate.session.state import STATE, WORKER_RUN_DIR, RunState, now
+from nodegate.stages.registry import STAGES
 from nodegate.transport.evidence import EvidenceWriter
 
 # What an interrupted run was doing, when not a stage (admission.json `interrupted`).
@@ -37,7 +39,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
-    """Run the stages the collected items need, once; verdicts go to verdicts.json."""
+    """Run the stages the collected items need, once; verdicts go to verdicts.jsonl.gz."""
     if state.ran:
         return
     state.ran = True
@@ -55,6 +57,8 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
     evidence = getattr(state.transport, "evidence", None)
     if isinstance(evidence, EvidenceWriter):
         evidence.listeners.append(progress.node_done)
+    jobs = state.settings.jobs
+    pool = JudgePool(jobs, STAGES, state.profiles.values()) if jobs > 1 else None
     engine = Engine(
         [n for n in state.nodes if n.name in names],
         state.profiles,
@@ -65,6 +69,7 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
             log=progress.log,
             progress=progress,
             fabric_snapshot=state.inventory.settings.fabric_snapshot,
+            judge_pool=pool,
         ),
         waivers=state.waivers,
     )
@@ -81,6 +86,9 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
         raise pytest.Session.Interrupted(
             f"nodegate: run interrupted during {state.result.interrupted}"
         ) from None
+    finally:
+        if pool is not None:
+            pool.close()
     state.result.write(state.run_dir)
 
 

@@ -15,7 +15,6 @@ and the document itself, `raw/<node>/<stage>.json`. Node text goes through
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from importlib import resources
@@ -25,7 +24,7 @@ from typing import Any
 import jinja2
 import pytest
 
-from nodegate.core.results import REPORT_FILE, VERDICTS_FILE, RunResult
+from nodegate.core.results import REPORT_FILE, RunResult, read_verdicts_doc, verdicts_path
 from nodegate.core.safetext import printable
 from nodegate.reports.folding import node_state, nodeset
 from nodegate.reports.html.evidence import page_ref, write_pages
@@ -113,12 +112,11 @@ def write_report(
     past: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write `run_dir/report.html` from `doc` and the verdicts document `vdoc` (default: read
-    `run_dir/verdicts.json`; absent, no plots), and the evidence pages of the nodes whose
+    the run's verdicts file; absent, no plots), and the evidence pages of the nodes whose
     evidence it cites."""
     write_pages(run_dir, evidence_nodes(doc))
     if vdoc is None:
-        vpath = run_dir / VERDICTS_FILE
-        vdoc = json.loads(vpath.read_text(encoding="utf-8")) if vpath.is_file() else {}
+        vdoc = read_verdicts_doc(run_dir) if verdicts_path(run_dir) else {}
     out = run_dir / REPORT_FILE
     tmp = out.with_suffix(".tmp")
     tmp.write_text(render(doc, vdoc, run_dir, past), encoding="utf-8")
@@ -139,7 +137,7 @@ class ReportWriter:
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal summary names it
     def pytest_nodegate_admission(self, doc: dict[str, Any], run_dir: Path) -> None:
-        # The verdicts in memory, as verdicts.json holds them (at 1,024 nodes, reading the
+        # The verdicts in memory, as the verdicts file holds them (at 1,024 nodes, reading the
         # file back would take longer than drawing the page).
         result = self.result()
         past = self.past(doc) if self.past is not None else None

@@ -1,4 +1,4 @@
-"""What report.html shows, as plain data built from admission.json and verdicts.json: the
+"""What report.html shows, as plain data built from admission.json and verdicts.jsonl.gz: the
 decision, the nodes x checks heatmap by rack, the failed verdicts with their evidence."""
 
 from __future__ import annotations
