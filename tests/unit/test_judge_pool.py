@@ -69,11 +69,16 @@ def replay(tmp: Path, raw: Path, inv: Path, run_id: str, *extra: str) -> tuple[i
     return p.returncode, p.stdout + p.stderr, lines.splitlines()[1:]  # the head has timings
 
 
-def test_jobs_defaults_to_the_usable_cores() -> None:
-    from nodegate.core.settings import Settings, build_settings
+def test_jobs_default_to_the_usable_cores_from_256_nodes_given_jobs_always() -> None:
+    from nodegate.core.settings import POOL_MIN_NODES, Settings, build_settings
 
     s = build_settings({}, {}, known_transports=("ssh",), rootpath=REPO)
-    assert s.jobs == Settings().jobs == usable_cores() == len(os.sched_getaffinity(0))
+    assert s.jobs is None and Settings().jobs is None and POOL_MIN_NODES == 256
+    cores = len(os.sched_getaffinity(0))
+    assert [s.judge_workers(n) for n in (1, 255, 256, 10_000)] == [1, 1, cores, cores]
+    assert usable_cores() == cores
+    given = build_settings({"nodegate_jobs": "3"}, {}, known_transports=("ssh",), rootpath=REPO)
+    assert [given.judge_workers(n) for n in (2, 10_000)] == [3, 3]
 
 
 def test_two_workers_judge_exactly_as_one_process(tmp_path: Path) -> None:

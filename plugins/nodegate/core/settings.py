@@ -17,7 +17,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,11 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.names import NAME_RULE, is_name
 
 DEFAULT_FANOUT = 256
+# Below this many nodes an unset --jobs judges in process: the parsing a pool spreads is small
+# there against its fork and the pickling of every outcome (on 2 cores even 1,024 replayed
+# nodes were faster with 2 workers in one pair of runs and slower in the other), and every
+# small run (a test fleet, a CI gate of a few nodes) stays one process.
+POOL_MIN_NODES = 256
 # Remote processes (SSH channels, srun children) active stages keep open at once over the
 # fleet. Channels share each node's one connection, so the cost is the controller's: measured
 # 5.8 KB of RSS and 0.36 ms of CPU per open channel (bench/bench_channels.py), plus what each
@@ -92,7 +97,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--jobs",
         "worker processes that parse and judge the passive stages' output (default: the "
-        "usable cores; 1: in the controller's own process, no pool)",
+        f"usable cores from {POOL_MIN_NODES} nodes up, else 1; 1: in the controller's own "
+        "process, no pool)",
         "N",
     ),
     OptionSpec(
@@ -195,7 +201,7 @@ class Settings:
     level: str = DEFAULT_LEVEL  # one of LEVELS
     fanout: int = DEFAULT_FANOUT
     max_active: int | None = None  # None: the inventory's settings.max_active, else the default
-    jobs: int = field(default_factory=usable_cores)  # parse+judge workers (framework.pool)
+    jobs: int | None = None  # parse+judge workers (framework.pool); None: `judge_workers`
     connect_timeout_s: float | None = None  # None: the inventory's, then ssh_config's, then 10
     accept_new_hostkeys: bool = False
     transport: str = DEFAULT_TRANSPORT
@@ -214,6 +220,13 @@ class Settings:
     progress: str = "auto"  # one of PROGRESS_MODES; "auto" is resolved against the terminal
     item_reports: bool = False
     summary_lines: int = DEFAULT_SUMMARY_LINES  # 0: every reason
+
+    def judge_workers(self, nodes: int) -> int:
+        """Parse+judge workers for a run of `nodes`: --jobs when given, else the usable cores
+        from POOL_MIN_NODES nodes up and 1 (in process) below."""
+        if self.jobs is not None:
+            return self.jobs
+        return usable_cores() if nodes >= POOL_MIN_NODES else 1
 
     def active_limit(self, inventory_max_active: int | None) -> int:
         """The channel limit of active stages: given (command line or ini), else the
@@ -421,7 +434,7 @@ def build_settings(
         level=_level(given("--level")),
         fanout=_whole(given("--fanout"), DEFAULT_FANOUT),
         max_active=_optional_whole(given("--max-active")),
-        jobs=_whole(given("--jobs"), usable_cores()),
+        jobs=_optional_whole(given("--jobs")),
         connect_timeout_s=_seconds(given("--connect-timeout")),
         accept_new_hostkeys=_boolean(given("--accept-new-hostkeys")),
         transport=transport,

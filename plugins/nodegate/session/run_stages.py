@@ -57,7 +57,7 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
     evidence = getattr(state.transport, "evidence", None)
     if isinstance(evidence, EvidenceWriter):
         evidence.listeners.append(progress.node_done)
-    jobs = state.settings.jobs
+    jobs = state.settings.judge_workers(len(names))
     pool = JudgePool(jobs, STAGES, state.profiles.values()) if jobs > 1 else None
     engine = Engine(
         [n for n in state.nodes if n.name in names],
