@@ -9,6 +9,7 @@ import pytest
 from nodegate.core import bundled
 from nodegate.core.errors import ConfigError
 from nodegate.core.settings import (
+    AUTO_NODE_ITEMS,
     DEFAULT_FANOUT,
     DEFAULT_SUMMARY_LINES,
     OPTIONS,
@@ -219,12 +220,27 @@ def test_terminal_options_from_the_command_line_or_their_ini_twins():
             "--progress (from ini nodegate_progress): got 'bars', "
             "expected one of auto, live, plain, off",
         ),
+        (
+            {"nodegate_items": "nodes"},
+            {},
+            "--items: got 'nodes', expected one of auto, node, check",
+        ),
     ],
 )
 def test_bad_terminal_options_are_usage_errors(cli, ini, message):
     with pytest.raises(ConfigError) as exc:
         build(cli, ini)
     assert str(exc.value) == message
+
+
+def test_items_per_node_up_to_the_auto_threshold_per_check_above():
+    assert build().items == "auto" and AUTO_NODE_ITEMS == 256
+    auto = build()
+    assert (auto.per_check(1), auto.per_check(256), auto.per_check(257)) == (False, False, True)
+    check = build({"nodegate_items": "check"}, {"nodegate_items": "node"})
+    assert (check.items, check.per_check(1), check.per_check(10_000)) == ("check", True, True)
+    node = build({}, {"nodegate_items": " node "})
+    assert (node.items, node.per_check(10_000)) == ("node", False)
 
 
 def test_replay_must_be_an_existing_directory(tmp_path):

@@ -49,6 +49,10 @@ PROGRESS_MODES = ("auto", "live", "plain", "off")
 LEVELS = ("quick", "standard", "extended")
 DEFAULT_LEVEL = "standard"  # --progress (nodegate.session.display)
 DEFAULT_SUMMARY_LINES = 30  # reason lines: with the header, one screen at 1,024 nodes
+# --items: one pytest item per (check, node), or per check over the run's nodes; `auto` is
+# per node up to AUTO_NODE_ITEMS nodes (README "Scale": measured in bench_replay_scale).
+ITEM_MODES = ("auto", "node", "check")
+AUTO_NODE_ITEMS = 256
 
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
@@ -174,6 +178,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         kind="flag",
     ),
     OptionSpec(
+        "--items",
+        "pytest items: node (one per check and node), check (one per check over the run's "
+        f"nodes; nodegate writes junit.xml per check and node) or auto (node up to "
+        f"{AUTO_NODE_ITEMS} nodes, check above; the default)",
+        "MODE",
+    ),
+    OptionSpec(
         "--summary-lines",
         f"reason lines in the admission summary (default {DEFAULT_SUMMARY_LINES}; 0: every reason)",
         "N",
@@ -219,6 +230,7 @@ class Settings:
     max_drain: DrainLimit | None = None  # None: the inventory's, else the profiles', else default
     progress: str = "auto"  # one of PROGRESS_MODES; "auto" is resolved against the terminal
     item_reports: bool = False
+    items: str = "auto"  # one of ITEM_MODES; `auto` is resolved against the node count
     summary_lines: int = DEFAULT_SUMMARY_LINES  # 0: every reason
 
     def judge_workers(self, nodes: int) -> int:
@@ -234,6 +246,10 @@ class Settings:
         if self.max_active is not None:
             return self.max_active
         return DEFAULT_MAX_ACTIVE if inventory_max_active is None else inventory_max_active
+
+    def per_check(self, nodes: int) -> bool:
+        """Whether a run of `nodes` nodes has one pytest item per check (`--items`)."""
+        return self.items == "check" or (self.items == "auto" and nodes > AUTO_NODE_ITEMS)
 
     def profile_search_path(self) -> list[Path]:
         """Profile directories in the order they are searched: the user's, then the shipped."""
@@ -329,9 +345,14 @@ def _count(g: _Given, default: int) -> int:
 
 
 def _progress(g: _Given) -> str:
-    mode = "auto" if g.value is None or g.value == "" else str(g.value).strip()
-    if mode not in PROGRESS_MODES:
-        raise g.bad("one of " + ", ".join(PROGRESS_MODES))
+    return _choice(g, PROGRESS_MODES)
+
+
+def _choice(g: _Given, modes: tuple[str, ...]) -> str:
+    """One of `modes`; not given (or empty): the first."""
+    mode = modes[0] if g.value is None or g.value == "" else str(g.value).strip()
+    if mode not in modes:
+        raise g.bad("one of " + ", ".join(modes))
     return mode
 
 
@@ -447,6 +468,7 @@ def build_settings(
         **_admission(given),
         progress=_progress(given("--progress")),
         item_reports=_boolean(given("--item-reports")),
+        items=_choice(given("--items"), ITEM_MODES),
         summary_lines=_count(given("--summary-lines"), DEFAULT_SUMMARY_LINES),
     )
 

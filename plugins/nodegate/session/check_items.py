@@ -17,15 +17,25 @@ A test that takes anything else, an item marked skip/skipif/xfail/usefixtures, a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import pytest
 
+from nodegate.session.collection import (
+    CheckView,
+    check_param,
+    judge_check,
+    judge_item,
+    raise_outcome,
+)
 from nodegate.session.state import STATE, RunState
 from nodegate.stages.registry import checks_by_test
 
 CHECK_ARG = "nodegate_check"
+# A per-check item's call report: True when it judged its nodes (`FleetView`); xdist sends a
+# report's attributes to the controller, whose Recorder judges each node again from it.
+JUDGED = "nodegate_judged"
 # Marks that change how pytest runs an item: such an item takes pytest's own protocol.
 _PROTOCOL_MARKS = frozenset({"skip", "skipif", "xfail", "usefixtures", "filterwarnings"})
 _PARENT_MARKED = pytest.StashKey[bool]()
@@ -39,25 +49,32 @@ def _takes_only_check_view(obj: object) -> bool:
 
 
 class CheckItem(pytest.Item):
-    """One registered check on one node: `<test>[<node>]`, the stage's marker."""
+    """One registered check on one node, `<test>[<node>]`, or on every node of the run,
+    `<test>[<N> nodes]` (`--items check`); the stage's marker."""
 
     def __init__(
         self,
         *,
         check_id: str,
-        node_name: str,
+        node_name: str | None,
         test: Callable[..., Any],
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.check_id = check_id
-        self.node_name = node_name
+        self.node_name = node_name  # None: every node of the run
         self.obj = test
+        self.judged = False
 
     def runtest(self) -> None:
-        from nodegate.session.collection import CheckView  # items imports this module
-
         state: RunState = self.config.stash[STATE]
+        if self.node_name is None:
+            view = FleetView(self.check_id, state)
+            try:
+                self.obj(view)
+            finally:
+                self.judged = view.judged
+            return
         verdicts = state.load_result().for_item(self.check_id, self.node_name)
         self.obj(CheckView(self.check_id, self.node_name, verdicts, state.waivers))
 
@@ -67,11 +84,39 @@ class CheckItem(pytest.Item):
         return self.path, 0, self.name
 
 
+class FleetView:
+    """What a per-check item sees: `assert_pass()` judges every node of the run
+    (`judge_check`)."""
+
+    def __init__(self, check: str, state: RunState) -> None:
+        self.check = check
+        self.state = state
+        self.judged = False
+
+    def assert_pass(self) -> None:
+        __tracebackhide__ = True
+        outcome = judge_check(self.check, list(node_outcomes(self.state, self.check)))
+        self.judged = True
+        raise_outcome(*outcome)
+
+
+def node_outcomes(state: RunState, check: str) -> Iterator[tuple[str, str, str]]:
+    """(node, outcome, text) of `check` on each node of the run, as its per-node item's."""
+    result = state.load_result()
+    for n in state.nodes:
+        yield (n.name, *judge_item(check, n.name, result.for_item(check, n.name), state.waivers))
+
+
+def per_check(state: RunState) -> bool:
+    """Whether this run has one item per check (`--items`, resolved against its nodes)."""
+    return state.settings.per_check(len(state.nodes))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makeitem(
     collector: pytest.Module | pytest.Class, name: str, obj: object
 ) -> list[pytest.Item] | None:
-    """A registered check's test function -> one CheckItem per selected node."""
+    """A registered check's test function -> one CheckItem per selected node, or one for all."""
     if not isinstance(collector, pytest.Module) or not callable(obj):
         return None
     entry = checks_by_test().get(name)
@@ -80,18 +125,32 @@ def pytest_pycollect_makeitem(
         return None  # pytest's own items (session.collection says what is wrong, if anything)
     stage, spec = entry
     mark = getattr(pytest.mark, stage.name)
+    params: list[tuple[str, str | None]] = (
+        [(check_param(len(state.nodes)), None)]
+        if per_check(state)
+        else [(n.name, n.name) for n in state.nodes]
+    )
     items: list[pytest.Item] = []
-    for n in state.nodes:
+    for param, node_name in params:
         item = CheckItem.from_parent(
             collector,
-            name=f"{name}[{n.name}]",
+            name=f"{name}[{param}]",
             check_id=spec.id,
-            node_name=n.name,
+            node_name=node_name,
             test=obj,
         )
         item.add_marker(mark)
         items.append(item)
     return items
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A per-check item's call report says whether it judged its nodes (`JUDGED`)."""
+    report = yield
+    if call.when == "call" and isinstance(item, CheckItem) and item.node_name is None:
+        setattr(report, JUDGED, item.judged)
+    return report
 
 
 def _own_protocol(item: pytest.Item) -> bool:

@@ -16,6 +16,7 @@ from _pytest.junitxml import xml_key
 from nodegate.admission.waivers import WaiverSet
 from nodegate.core.safetext import printable, printable_lines
 from nodegate.core.values import CommandResult, CommandSpec, Shell, Status, Verdict
+from nodegate.core.words import plural
 from nodegate.session.engine import LoopThread
 from nodegate.session.state import STATE, RunState
 from nodegate.stages.registry import STAGE_MARKERS, checks_by_test
@@ -136,16 +137,104 @@ def _stop(config: pytest.Config, message: str) -> NoReturn:
 
 
 def item_key(nodeid: str) -> tuple[str, str] | None:
-    """`suites/test_reach.py::test_kernel_version[gpu017]` -> ('reach.kernel.version', 'gpu017')."""
+    """`suites/test_reach.py::test_kernel_version[gpu017]` -> ('reach.kernel.version', 'gpu017');
+    a per-check item (`[1024 nodes]`, `check_param`) -> ('reach.kernel.version', '')."""
     if not nodeid.endswith("]") or "[" not in nodeid:
         return None
     head, _, param = nodeid[:-1].rpartition("[")
     func = head.rpartition("::")[2]
     entry = checks_by_test().get(func)
     if entry is not None:
-        return entry[1].id, param
+        return entry[1].id, "" if _CHECK_PARAM.fullmatch(param) else param
     module = Path(head.partition("::")[0]).stem
     return f"{SITE_PREFIX}{module}.{func}", param
+
+
+# A per-check item's parameter: no node name has a space (`nodegate.core.names`).
+_CHECK_PARAM = re.compile(r"\d+ nodes?")
+
+
+def check_param(nodes: int) -> str:
+    """A per-check item's parameter: `1024 nodes`."""
+    return plural(nodes, "node")
+
+
+def item_keys(nodeid: str, nodes: list[str]) -> list[tuple[str, str]]:
+    """The (check, node) pairs an item stands for: its own, or a per-check item's `nodes`."""
+    key = item_key(nodeid)
+    if key is None:
+        return []
+    return [(key[0], n) for n in nodes] if key[1] == "" else [key]
+
+
+PASSED, FAILED, SKIPPED, XFAILED = "passed", "failed", "skipped", "xfailed"
+
+
+def judge_item(
+    check: str, node: str, verdicts: list[Verdict], waivers: WaiverSet
+) -> tuple[str, str]:
+    """A (check, node) item's outcome and its text (escaped): passed, failed (fail closed on
+    no verdict), skipped (every non-pass a skip), xfailed (every non-pass waived)."""
+    if not verdicts:
+        return FAILED, f"{check} on {node}: no verdict (did not run) - fail closed"
+    bad = [v for v in verdicts if v.status is not Status.PASS]
+    if not bad:
+        return PASSED, ""
+    if all(v.status is Status.SKIP for v in bad):
+        return SKIPPED, printable(bad[0].message)
+    waived = [(v, waivers.match(v.check, v.node, v.component, v.status.value)) for v in bad]
+    if all(w is not None for _, w in waived):
+        # Reported as an expected failure: the gate admits on the waiver (`gate.decide`).
+        return XFAILED, "; ".join(
+            printable(f"waived {v.check} [{v.component}]: {w.describe()}: {w.reason}")
+            for v, w in waived
+            if w is not None
+        )
+    return FAILED, "\n".join(_describe(v) for v, w in waived if w is None)
+
+
+# What a per-check item's failure text quotes (`judge_check`): node names, verdict texts.
+FAILED_NAMES_SHOWN = 10
+FAILED_TEXTS_SHOWN = 3
+
+
+def judge_check(check: str, judged: list[tuple[str, str, str]]) -> tuple[str, str]:
+    """A per-check item's outcome from its nodes' (`judge_item`'s (node, outcome, text)):
+    failed if one failed (naming the failed nodes, the first few's texts), else xfailed if
+    one is waived, else skipped if none passed, else passed. Bounded text at any fleet size."""
+    by: dict[str, list[tuple[str, str]]] = {}
+    for node, outcome, text in judged:
+        by.setdefault(outcome, []).append((node, text))
+    total = len(judged)
+    for outcome, verb in ((FAILED, "failed"), (XFAILED, "waived")):
+        got = by.get(outcome)
+        if not got:
+            continue
+        names = ", ".join(n for n, _ in got[:FAILED_NAMES_SHOWN])
+        more = len(got) - FAILED_NAMES_SHOWN
+        lines = [
+            f"{check}: {verb} on {len(got)} of {plural(total, 'node')}: {names}"
+            + (f" (+{more} more)" if more > 0 else ""),
+            *(t for _, t in got[:FAILED_TEXTS_SHOWN]),
+        ]
+        if len(got) > FAILED_TEXTS_SHOWN:
+            lines.append(f"(the other {len(got) - FAILED_TEXTS_SHOWN}: junit.xml, admission.json)")
+        return outcome, ("\n" if outcome == FAILED else "; ").join(lines)
+    if PASSED not in by and SKIPPED in by:
+        first = by[SKIPPED][0][1]
+        return SKIPPED, f"{check}: skipped on {plural(total, 'node')} (the first: {first})"
+    return PASSED, ""
+
+
+def raise_outcome(outcome: str, text: str) -> None:
+    """End a test item as `judge_item` said."""
+    __tracebackhide__ = True
+    if outcome == SKIPPED:
+        pytest.skip(text)
+    if outcome == XFAILED:
+        pytest.xfail(text)
+    if outcome == FAILED:
+        pytest.fail(text, pytrace=False)
 
 
 class CheckView:
@@ -161,29 +250,7 @@ class CheckView:
 
     def assert_pass(self) -> None:
         __tracebackhide__ = True
-        if not self.verdicts:
-            pytest.fail(
-                f"{self.check} on {self.node}: no verdict (did not run) - fail closed",
-                pytrace=False,
-            )
-        bad = [v for v in self.verdicts if v.status is not Status.PASS]
-        if bad and all(v.status is Status.SKIP for v in bad):
-            pytest.skip(printable(bad[0].message))
-        waived = [
-            (v, self.waivers.match(v.check, v.node, v.component, v.status.value)) for v in bad
-        ]
-        if bad and all(w is not None for _, w in waived):
-            # Reported as an expected failure: the gate admits on the waiver (`gate.decide`).
-            pytest.xfail(
-                "; ".join(
-                    printable(f"waived {v.check} [{v.component}]: {w.describe()}: {w.reason}")
-                    for v, w in waived
-                    if w is not None
-                )
-            )
-        if bad:
-            blocking = [v for v, w in waived if w is None]
-            pytest.fail("\n".join(_describe(v) for v in blocking), pytrace=False)
+        raise_outcome(*judge_item(self.check, self.node, self.verdicts, self.waivers))
 
 
 def _describe(v: Verdict) -> str:

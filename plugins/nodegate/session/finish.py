@@ -20,7 +20,9 @@ from nodegate.compare.outliers import find_outliers, reject_blocking
 from nodegate.core.results import RAW_DIR, RunResult
 from nodegate.core.settings import REPLAY_TRANSPORT
 from nodegate.core.values import Status, Verdict
-from nodegate.session.collection import SITE_PREFIX, item_key
+from nodegate.reports.junit import case_names
+from nodegate.session.check_items import JUDGED, node_outcomes
+from nodegate.session.collection import FAILED, SITE_PREFIX, SKIPPED, XFAILED, item_key
 from nodegate.session.history import HISTORY
 from nodegate.session.run_stages import ITEMS, STARTING
 from nodegate.session.state import STATE, RunState, now
@@ -36,7 +38,8 @@ EXIT_ADMITTED, EXIT_REJECTED, EXIT_NOT_QUALIFIED, EXIT_REGRESSED, EXIT_ACTION_FA
 
 
 class Recorder:
-    """Controller-side record of each item's outcome (xdist forwards workers' reports)."""
+    """Controller-side record of each item's outcome (xdist forwards workers' reports); with
+    per-check items (`--items check`), each (check, node)'s, and its junit.xml test case."""
 
     def __init__(self, state: RunState) -> None:
         self.state = state
@@ -46,11 +49,65 @@ class Recorder:
             return  # not the item's outcome
         self.state.reported.add(report.nodeid)
         key = item_key(report.nodeid)
+        if key is not None and key[1] == "":
+            self._per_check(key[0], report)
+            return
+        if self.state.junit is not None:
+            self.state.junit.case(*case_names(report.nodeid), *_report_case(report))
         if key is None:
             return
         self.state.item_outcomes[key] = report.outcome
         if key[0].startswith(SITE_PREFIX):
             self.state.site_verdicts.append(_site_verdict(key, report))
+
+    def _per_check(self, check: str, report: pytest.TestReport) -> None:
+        """A per-check item: each node's outcome as its per-node item's would be, judged again
+        here from the verdicts (an xdist worker sends one report); an item that did not get
+        to judge (a skip mark, a crash) gives its own outcome to every node."""
+        state = self.state
+        classname, name = case_names(report.nodeid)
+        test = name.rpartition("[")[0]
+        where = f"{report.location[0]}:1"
+        if getattr(report, JUDGED, False):
+            cases = (
+                (node, outcome, *_case_texts(outcome, text, where))
+                for node, outcome, text in node_outcomes(state, check)
+            )
+        else:
+            same = _report_case(report)
+            cases = ((n.name, *same) for n in state.nodes)
+        for node, outcome, message, text in cases:
+            # A waived failure's per-node item reports "skipped" (xfail), as pytest's does.
+            state.item_outcomes[(check, node)] = SKIPPED if outcome == XFAILED else outcome
+            if state.junit is not None:
+                state.junit.case(classname, f"{test}[{node}]", outcome, message, text)
+
+
+def _case_texts(outcome: str, text: str, where: str) -> tuple[str, str]:
+    """A judged (check, node)'s junit message and text, as pytest's junitxml writes its item's
+    (`pytest.fail(text, pytrace=False)`, `pytest.skip(text)`, `pytest.xfail(text)`)."""
+    if outcome == FAILED:
+        return f"Failed: {text}", text
+    if outcome == SKIPPED:
+        return text, f"{where}: {text}"
+    return text, ""
+
+
+def _report_case(report: pytest.TestReport) -> tuple[str, str, str]:
+    """Any other item's junit outcome, message and text, as pytest's junitxml writes them."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = str(getattr(crash, "message", "") or report.longreprtext)
+    if hasattr(report, "wasxfail"):
+        return XFAILED, str(report.wasxfail).removeprefix("reason: "), ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        path, line, why = report.longrepr
+        why = why.removeprefix("Skipped: ")
+        return SKIPPED, why, f"{path}:{line}: {why}"
+    if report.failed and report.when == "setup":
+        return "error", f'failed on setup with "{message}"', report.longreprtext
+    if report.failed:
+        return FAILED, message, report.longreprtext
+    return report.outcome, "", ""
 
 
 def _site_verdict(key: tuple[str, str], report: pytest.TestReport) -> Verdict:
@@ -100,6 +157,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 _junit_not_run(
                     session.config, state, f"run interrupted during {result.interrupted}"
                 )
+            if state.junit is not None:
+                state.junit.close()
             if session.exitstatus == EXIT_ADMITTED:
                 session.exitstatus = _exit_for(doc)
             session.config.hook.pytest_nodegate_admission(doc=doc, run_dir=state.run_dir)
@@ -201,11 +260,22 @@ def _junit_not_run(config: pytest.Config, state: RunState, why: str) -> None:
     """Items that never reported go into junit.xml as errors, so that an interrupted run's
     file cannot read as an empty success (`tests="0" failures="0"`)."""
     xml = config.stash.get(xml_key, None)
-    if xml is None:
-        return
+    message = f"not run: {why}"
     for nodeid in (n for n in state.nodeids if n not in state.reported):
+        if state.junit is not None:  # per-check items: each of its nodes' test case
+            classname, name = case_names(nodeid)
+            key = item_key(nodeid)
+            test = name.rpartition("[")[0]
+            names = [f"{test}[{n.name}]" for n in state.nodes] if key and not key[1] else [name]
+            for n in names:
+                state.junit.case(
+                    classname, n, "error", f'failed on setup with "{message}"', message
+                )
+            continue
+        if xml is None:
+            return
         where = (nodeid.partition("::")[0], None, nodeid)
-        error = pytest.TestReport(nodeid, where, {}, "failed", f"not run: {why}", "setup")
+        error = pytest.TestReport(nodeid, where, {}, "failed", message, "setup")
         done = pytest.TestReport(nodeid, where, {}, "passed", None, "teardown")
         xml.pytest_runtest_logreport(error)
         xml.pytest_runtest_logreport(done)

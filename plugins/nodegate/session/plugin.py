@@ -11,6 +11,7 @@ their verdicts -> the gate writes admission.json and hands it to `pytest_nodegat
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -22,6 +23,7 @@ from nodegate.core.errors import ConfigError
 from nodegate.core.results import JUNIT_FILE
 from nodegate.core.safetext import printable_lines
 from nodegate.core.settings import OPTIONS, Settings, build_settings
+from nodegate.reports.junit import JunitStream
 from nodegate.session import (
     check_items,
     collection,
@@ -124,8 +126,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[GUARD].install()
         # The run directory is made when the engine starts (`controller`): a usage error or
         # --collect-only leaves none behind.
-        if not config.option.xmlpath and not config.option.collectonly:
-            config.option.xmlpath = str(state.run_dir / JUNIT_FILE)
+        if not config.option.collectonly:
+            xmlpath = config.option.xmlpath or str(state.run_dir / JUNIT_FILE)
+            if state.settings.per_check(len(state.nodes)):
+                # One item per check: junit.xml keeps a test case per (check, node), written
+                # by nodegate (`finish.Recorder`) instead of pytest's junitxml.
+                state.junit = JunitStream(Path(xmlpath))
+                xmlpath = None
+            config.option.xmlpath = xmlpath
         pm = config.pluginmanager
         pm.register(Recorder(state), "nodegate-recorder")
         pm.register(LatestLink(), "nodegate-latest-link")

@@ -14,7 +14,7 @@ import pytest
 
 from nodegate.framework.pool import JudgePool
 from nodegate.framework.stage import StageOptions
-from nodegate.session.collection import SITE_PREFIX, item_key
+from nodegate.session.collection import SITE_PREFIX, item_keys
 from nodegate.session.display import make_progress
 from nodegate.session.engine import Engine, LoopThread
 from nodegate.session.state import STATE, WORKER_RUN_DIR, RunState, now
@@ -44,7 +44,8 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
         return
     state.ran = True
     state.nodeids = list(nodeids)
-    keys = [k for k in (item_key(n) for n in state.nodeids) if k is not None]
+    names = [n.name for n in state.nodes]
+    keys = [k for nodeid in state.nodeids for k in item_keys(nodeid, names)]
     state.selected = keys
     engine_keys = [k for k in keys if not k[0].startswith(SITE_PREFIX)]
     state.started_at = now()
@@ -52,7 +53,7 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
     state.loop = LoopThread()
     if state.transport is None:
         state.transport = state.open_transport()
-    names = {n for _, n in keys}
+    ran = {n for _, n in keys}
     progress = make_progress(state.config, state.settings)
     evidence = getattr(state.transport, "evidence", None)
     if isinstance(evidence, EvidenceWriter):
@@ -60,7 +61,7 @@ def run_engine(state: RunState, nodeids: Iterable[str]) -> None:
     jobs = state.settings.judge_workers(len(names))
     pool = JudgePool(jobs, STAGES, state.profiles.values()) if jobs > 1 else None
     engine = Engine(
-        [n for n in state.nodes if n.name in names],
+        [n for n in state.nodes if n.name in ran],
         state.profiles,
         state.transport,
         state.run_dir,

@@ -18,6 +18,7 @@ from nodegate.core.settings import Settings
 from nodegate.core.values import Verdict
 from nodegate.inventory import Inventory, Node, load_inventory
 from nodegate.profiles import Profile, ProfileLibrary, at_level
+from nodegate.reports.junit import JunitStream
 from nodegate.session.engine import LoopThread
 from nodegate.session.transports import make_transport
 from nodegate.stages.registry import STAGES, checks_by_id
@@ -51,6 +52,7 @@ class RunState:
     policies: dict[str, AdmissionPolicy] = field(default_factory=dict)  # by profile name
     waivers: WaiverSet = field(default_factory=WaiverSet)
     action_failures: list[str] = field(default_factory=list)  # actions that could not act
+    junit: JunitStream | None = None  # nodegate's own junit.xml (per-check items)
 
     def required(self) -> dict[str, tuple[str, ...]]:
         """Node -> the check ids its admission policy requires."""
