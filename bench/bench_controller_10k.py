@@ -52,6 +52,7 @@ def address(i: int) -> str:
 
 def write_files(d: Path, n: int) -> dict[str, Path]:
     import asyncssh
+    from nodegate.transport.hostkeys import _hashed_host
 
     key = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
     hosts = names(n)
@@ -66,18 +67,9 @@ def write_files(d: Path, n: int) -> dict[str, Path]:
     with known.open("w") as f:
         for i, h in enumerate(hosts, start=1):
             f.write(f"{h},{address(i)} {key}\n")
-    with hashed.open("w") as f:
-        import base64
-        import hashlib
-        import hmac
-        import os
-
+    with hashed.open("w") as f:  # as HashKnownHosts writes them (the transport's own writer)
         for i, h in enumerate(hosts, start=1):
-            for name in (h, address(i)):
-                salt = os.urandom(20)
-                mac = hmac.new(salt, name.encode(), hashlib.sha1).digest()
-                f.write(f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(mac).decode()}"
-                        f" {key}\n")  # fmt: skip
+            f.write("".join(f"{_hashed_host(name)} {key}\n" for name in (h, address(i))))
     inv = d / "inventory.yaml"
     with inv.open("w") as f:
         f.write("version: 1\ndefaults:\n  profile: generic-hgx-h100\n")
@@ -85,14 +77,12 @@ def write_files(d: Path, n: int) -> dict[str, Path]:
         for i, h in enumerate(hosts, start=1):
             f.write(f"  {h}: {{ssh: {{host: {address(i)}}}}}\n")
         f.write("groups:\n")
-        for g in range(0, n, PER_LEAF):
-            last = hosts[min(g + PER_LEAF, n) - 1]
-            f.write(f"  leaf{g // PER_LEAF + 1:04d}: {{nodes: \"gpu[{hosts[g][3:]}-{last[3:]}]\", "
-                    f"labels: {{leaf: leaf{g // PER_LEAF + 1:04d}}}}}\n")  # fmt: skip
-        for g in range(0, n, PER_RACK):
-            last = hosts[min(g + PER_RACK, n) - 1]
-            f.write(f"  rack{g // PER_RACK + 1:04d}: {{nodes: \"gpu[{hosts[g][3:]}-{last[3:]}]\", "
-                    f"labels: {{rack: r{g // PER_RACK + 1:04d}}}}}\n")  # fmt: skip
+        for kind, size, label in (("leaf", PER_LEAF, "leaf"), ("rack", PER_RACK, "r")):
+            for g in range(0, n, size):
+                first, last = hosts[g][3:], hosts[min(g + size, n) - 1][3:]
+                no = f"{g // size + 1:04d}"
+                f.write(f'  {kind}{no}: {{nodes: "gpu[{first}-{last}]", '
+                        f"labels: {{{kind}: {label}{no}}}}}\n")  # fmt: skip
     ini = d / "hosts.ini"
     with ini.open("w") as f:
         for g in range(0, n, PER_LEAF):
