@@ -14,6 +14,7 @@ from typing import Any
 from nodegate.admission.gate import write_admission
 from nodegate.core import schemas
 from nodegate.core.results import RunResult
+from nodegate.core.settings import DEFAULT_EVIDENCE_NODES
 from nodegate.core.values import Status, Verdict
 from nodegate.reports.expanded import apply_budget, expanded_nodes
 from nodegate.reports.html import write_report
@@ -154,7 +155,7 @@ def test_past_the_budget_compressed_only_and_every_reference_names_a_file(tmp_pa
 
 def test_within_the_budget_every_cited_node_is_expanded_as_before(tmp_path: Path) -> None:
     doc, result = run_dir(tmp_path)
-    result.rename_evidence(apply_budget(tmp_path, doc, 256))
+    result.rename_evidence(apply_budget(tmp_path, doc, DEFAULT_EVIDENCE_NODES))
     assert doc["evidence"]["expanded"] == ["a1", "a2", "a3", "b1", "b2", "c1", "w1"]
     gz = sorted(p.parent.name for p in (tmp_path / "raw").rglob("*.json.gz"))
     assert gz == ["ok", "q1"]  # neither rejected nor waived: compressed, as before
@@ -162,4 +163,34 @@ def test_within_the_budget_every_cited_node_is_expanded_as_before(tmp_path: Path
     assert {r for r in refs if r.endswith(".gz#kernel_log")} == {
         "raw/ok/pcie_gpu.json.gz#kernel_log",
         "raw/q1/pcie_gpu.json.gz#kernel_log",
+    }
+
+
+def test_allure_attaches_expanded_evidence_and_links_the_rest(tmp_path: Path) -> None:
+    from nodegate.reports.allure import write_results
+
+    doc, result = run_dir(tmp_path)
+    apply_budget(tmp_path, doc, 4)
+    verdicts = [
+        {**r, "node": n}
+        for n, d in doc["nodes"].items()
+        for r in (*d["reasons"], *d["waived"])
+        if r["check"] == WIDTH
+    ]
+    verdicts.append({**reason(WIDTH, "pass", "GPU0", "ok"), "node": "ok"})
+    doc["checks"] = [WIDTH]
+    out = tmp_path / "allure"
+    assert write_results(out, doc, {"verdicts": verdicts}, tmp_path) == len(doc["nodes"])
+    kept = {}
+    for p in out.glob("*-result.json"):
+        r = json.loads(p.read_text())
+        kept[r["name"].split()[0]] = (
+            r["status"],
+            [a["name"] for a in r.get("attachments", [])],
+            [link["name"] for link in r.get("links", [])],
+        )
+    assert {n: v for n, v in kept.items() if n in ("a1", "a2", "ok")} == {
+        "a1": ("failed", ["raw/a1/pcie_gpu.json"], []),  # expanded: attached
+        "a2": ("failed", [], ["raw/a2/pcie_gpu.json.gz"]),  # past the budget: linked
+        "ok": ("passed", [], ["raw/ok/pcie_gpu.json.gz"]),  # admitted: linked, as before
     }

@@ -54,9 +54,10 @@ DEFAULT_SUMMARY_LINES = 30  # reason lines: with the header, one screen at 1,024
 ITEM_MODES = ("auto", "node", "check")
 AUTO_NODE_ITEMS = 256
 # --evidence-nodes: how many cited nodes (rejected, or with a waived failure) get plain JSON
-# evidence and pages (nodegate.reports.expanded): ~480 KB each at an 8-GPU node, so 256 of
-# them are ~12 KB per node of a 10,000-node run directory.
-DEFAULT_EVIDENCE_NODES = 256
+# evidence and pages (nodegate.reports.expanded): ~500 KB each at an 8-GPU node
+# (bench_replay_scale), so 128 of them are ~6.4 KB per node of a 10,000-node run directory
+# (256: 12.7, which with the rest leaves no room under #27's 50 KB per node).
+DEFAULT_EVIDENCE_NODES = 128
 
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
