@@ -4,8 +4,8 @@ a page per stage (`--evidence-nodes N`, default 128).
 A cited node is one whose evidence the reports cite: rejected, or with a waived failure. Each
 costs ~500 KB of plain JSON (~340) and pages (~155) at an 8-GPU node (its `.json.gz` ~22 KB),
 which at 10,000 nodes with 40 % rejected would be ~200 KB per node of the run directory; 128
-of them are ~6.4 KB per node there. So at most N
-cited nodes are expanded, chosen so that a reader finds an example of every cause:
+of them are ~6.4 KB per node there. So at most N cited nodes are expanded, chosen so that a
+reader finds an example of every cause:
 
 1. one node per failing check and status (`pcie.gpu.width fail`), by node name;
 2. then one per (check, status, component) not covered yet (`... [GPU3]`), by node name;
