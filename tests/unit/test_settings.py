@@ -189,6 +189,15 @@ def test_terminal_options_from_the_command_line_or_their_ini_twins():
     assert (s.progress, s.summary_lines) == ("auto", DEFAULT_SUMMARY_LINES)
 
 
+def test_the_evidence_budget_from_the_command_line_or_its_ini_twin():
+    assert build().evidence_nodes == 128
+    assert (
+        build({"nodegate_evidence_nodes": "0"}, {"nodegate_evidence_nodes": "9"}).evidence_nodes
+        == 0
+    )
+    assert build({}, {"nodegate_evidence_nodes": " 512 "}).evidence_nodes == 512
+
+
 @pytest.mark.parametrize(
     ("cli", "ini", "message"),
     [
@@ -202,6 +211,11 @@ def test_terminal_options_from_the_command_line_or_their_ini_twins():
             {"nodegate_summary_lines": "many"},
             {},
             "--summary-lines: got 'many', expected a whole number >= 0",
+        ),
+        (
+            {"nodegate_evidence_nodes": "all"},
+            {},
+            "--evidence-nodes: got 'all', expected a whole number >= 0",
         ),
         (
             {},

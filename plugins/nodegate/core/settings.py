@@ -53,6 +53,11 @@ DEFAULT_SUMMARY_LINES = 30  # reason lines: with the header, one screen at 1,024
 # per node up to AUTO_NODE_ITEMS nodes (README "Scale": measured in bench_replay_scale).
 ITEM_MODES = ("auto", "node", "check")
 AUTO_NODE_ITEMS = 256
+# --evidence-nodes: how many cited nodes (rejected, or with a waived failure) get plain JSON
+# evidence and pages (nodegate.reports.expanded): ~500 KB each at an 8-GPU node
+# (bench_replay_scale), so 128 of them are ~6.4 KB per node of a 10,000-node run directory
+# (256: 12.7, which with the rest leaves no room under #27's 50 KB per node).
+DEFAULT_EVIDENCE_NODES = 128
 
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
@@ -185,6 +190,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "MODE",
     ),
     OptionSpec(
+        "--evidence-nodes",
+        "the rejected (or waived) nodes whose evidence is expanded to plain JSON with a page "
+        f"per stage (default {DEFAULT_EVIDENCE_NODES}: one node per failing check and "
+        "component first, then by name; the others keep .json.gz only; 0: none)",
+        "N",
+    ),
+    OptionSpec(
         "--summary-lines",
         f"reason lines in the admission summary (default {DEFAULT_SUMMARY_LINES}; 0: every reason)",
         "N",
@@ -232,6 +244,7 @@ class Settings:
     item_reports: bool = False
     items: str = "auto"  # one of ITEM_MODES; `auto` is resolved against the node count
     summary_lines: int = DEFAULT_SUMMARY_LINES  # 0: every reason
+    evidence_nodes: int = DEFAULT_EVIDENCE_NODES  # 0: none expanded
 
     def judge_workers(self, nodes: int) -> int:
         """Parse+judge workers for a run of `nodes`: --jobs when given, else the usable cores
@@ -470,6 +483,7 @@ def build_settings(
         item_reports=_boolean(given("--item-reports")),
         items=_choice(given("--items"), ITEM_MODES),
         summary_lines=_count(given("--summary-lines"), DEFAULT_SUMMARY_LINES),
+        evidence_nodes=_count(given("--evidence-nodes"), DEFAULT_EVIDENCE_NODES),
     )
 
 

@@ -6,7 +6,9 @@ of the run: per item, 32 nodes made 7,020 files (88 MB) with the same evidence f
 every check of a stage. A result holds one step per check (bad verdicts as sub-steps with
 observed and expected); a stage that did not pass on a node attaches that node's
 `raw/<node>/<stage>.json` once, a passing one links to it (attaching every passing node's
-evidence would cost ~400 KB per node). View: `allure serve DIR` (Allure commandline).
+evidence would cost ~400 KB per node), and so does a failing one past the evidence budget
+(`--evidence-nodes`: its `.json.gz` only, `nodegate.reports.expanded`). View: `allure serve
+DIR` (Allure commandline).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from nodegate.core.safetext import printable
 from nodegate.reports.folding import group_of, observed_expected
 from nodegate.reports.html.view import check_order, index_verdicts
 from nodegate.stages.registry import checks_by_id
-from nodegate.transport.evidence import evidence_file
+from nodegate.transport.evidence import GZ_SUFFIX, evidence_file
 
 # Allure's statuses, worst first, for nodegate's.
 ALLURE_STATUS = {
@@ -132,7 +134,7 @@ def write_results(alluredir: Path, doc: Mapping[str, Any], vdoc: Mapping[str, An
             evidence = evidence_file(run_dir / "raw" / node / f"{stage}.json")
             if evidence is not None:  # an admitted node's stays compressed (transport.evidence)
                 ref = f"raw/{node}/{evidence.name}"
-                if status in ("failed", "broken"):
+                if status in ("failed", "broken") and not evidence.name.endswith(GZ_SUFFIX):
                     source = f"{uuid.uuid4()}-attachment.json"
                     logger.report_attached_file(str(evidence), source)  # type: ignore[no-untyped-call]
                     result.attachments.append(Attachment(ref, source, "application/json"))

@@ -17,9 +17,10 @@ from nodegate.admission.guard import drain_bound, find_systemic, mark_systemic
 from nodegate.admission.infrastructure import infrastructure_items
 from nodegate.admission.remediation import table_of
 from nodegate.compare.outliers import find_outliers, reject_blocking
-from nodegate.core.results import RAW_DIR, RunResult
+from nodegate.core.results import RunResult
 from nodegate.core.settings import REPLAY_TRANSPORT
 from nodegate.core.values import Status, Verdict
+from nodegate.reports.expanded import apply_budget
 from nodegate.reports.junit import case_names
 from nodegate.session.check_items import JUDGED, node_outcomes
 from nodegate.session.collection import FAILED, SITE_PREFIX, SKIPPED, XFAILED, item_key
@@ -28,7 +29,6 @@ from nodegate.session.run_stages import ITEMS, STARTING
 from nodegate.session.state import STATE, RunState, now
 from nodegate.stages.reach import SESSION_CHECK
 from nodegate.stages.registry import checks_by_id
-from nodegate.transport.evidence import existing_refs, expand_evidence
 
 # Exit codes (README "Exit codes"): pytest's own, plus 1 whenever a node is rejected, 6 when
 # no node is rejected but some are not qualified (a run that did not cover their admission
@@ -141,16 +141,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             result.connections = getattr(state.transport, "connections_opened", 0)
             try:
                 doc = _admission(state, result)
-                write_admission(state.run_dir, doc)
-                # The evidence people open (report.html, Allure, a shell), plain: a rejected
-                # node's, a waived failure's.
-                opened = (
-                    n
-                    for n, d in doc["nodes"].items()
-                    if d["state"] == "rejected" or d.get("waived")
-                )
-                expand_evidence(state.run_dir / RAW_DIR, opened)
-                result.rename_evidence(existing_refs(state.run_dir))
+                try:
+                    # The evidence people open (report.html, Allure, a shell), plain: a
+                    # rejected node's, a waived failure's, as far as the evidence budget goes.
+                    rename = apply_budget(state.run_dir, doc, state.settings.evidence_nodes)
+                finally:
+                    write_admission(state.run_dir, doc)
+                result.rename_evidence(rename)
             finally:  # what was measured is kept, whatever the decision did
                 result.write(state.run_dir)
             if result.interrupted is not None:

@@ -18,8 +18,9 @@ Version 3 added `kind` and the active fields; version 2 bundles (passive) are st
 
 A passive stage's document is written gzip-compressed (`<stage>.json.gz`, level 5: an 8-GPU
 node's `lspci -vvv`, `nvidia-smi -q` and mlxlink outputs take ~400 KB as JSON, ~23 KB
-compressed, ~2.3 ms of CPU). When the run's decision is made, the evidence of every rejected
-node is expanded to plain `<stage>.json` (`expand_evidence`): the files a reader opens from
+compressed, ~2.3 ms of CPU). When the run's decision is made, the evidence of the rejected
+nodes is expanded to plain `<stage>.json` (`expand_evidence`), as far as the evidence budget
+goes (`--evidence-nodes`, `nodegate.reports.expanded`): the files a reader opens from
 report.html, Allure or a shell for a failure are plain JSON; the others stay compressed
 (`zless`). A reference is made as `raw/<node>/<stage>.json#<command>`; when the run ends,
 `existing_refs` renames each one to the file that holds its document (`.json` for an expanded

@@ -5,8 +5,9 @@ The decision first (counts, rejected nodes by remediation class or by check), th
 checks heatmap grouped by rack/leaf (a group where every node passed every check folds to one
 line), distributions with the profile's limit drawn, and each failed verdict with observed,
 expected and links to its evidence: the page `raw/<node>/<stage>.html#<command>` (written
-beside the document for each node rejected or with a waived failure, `evidence.write_pages`)
-and the document itself, `raw/<node>/<stage>.json`. Node text goes through
+beside the document for each node rejected or with a waived failure, up to the evidence
+budget, `nodegate.reports.expanded`; `evidence.write_pages`) and the document itself,
+`raw/<node>/<stage>.json` (`.json.gz` past the budget: no page there). Node text goes through
 `safetext.printable`, then HTML escaping (jinja2 autoescape).
 
     >>> write_report(Path("reports/r1"), json.load(open("reports/r1/admission.json")))
@@ -27,13 +28,12 @@ import pytest
 from nodegate.core.results import REPORT_FILE, RunResult, read_verdicts_doc, verdicts_path
 from nodegate.core.safetext import printable
 from nodegate.reports.folding import node_state, nodeset
-from nodegate.reports.html.evidence import page_ref, write_pages
+from nodegate.reports.html.evidence import page_ref, paged_nodes, write_pages
 from nodegate.reports.html.fabric import fabric_views
 from nodegate.reports.html.nccl import nccl_curves
 from nodegate.reports.html.plots import plots
 from nodegate.reports.html.traffic import traffic_view
 from nodegate.reports.html.view import (
-    evidence_nodes,
     heatmap,
     href,
     index_verdicts,
@@ -113,8 +113,8 @@ def write_report(
 ) -> Path:
     """Write `run_dir/report.html` from `doc` and the verdicts document `vdoc` (default: read
     the run's verdicts file; absent, no plots), and the evidence pages of the nodes whose
-    evidence it cites."""
-    write_pages(run_dir, evidence_nodes(doc))
+    evidence it cites, as far as the evidence budget went (admission.json `evidence`)."""
+    write_pages(run_dir, paged_nodes(doc))
     if vdoc is None:
         vdoc = read_verdicts_doc(run_dir) if verdicts_path(run_dir) else {}
     out = run_dir / REPORT_FILE

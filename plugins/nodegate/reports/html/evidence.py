@@ -27,6 +27,7 @@ import jinja2
 
 from nodegate.core.results import RAW_DIR, REPORT_FILE
 from nodegate.core.safetext import printable
+from nodegate.reports.html.view import evidence_nodes
 from nodegate.transport.evidence import GZ_SUFFIX, evidence_file, open_evidence
 
 TEMPLATE = "evidence.html.j2"
@@ -152,6 +153,15 @@ def _template() -> jinja2.Template:
 
 def render_page(view: PageView) -> str:
     return _template().render(p=view, report=f"../../{REPORT_FILE}")
+
+
+def paged_nodes(doc: Mapping[str, Any]) -> list[str]:
+    """The nodes whose evidence has pages: admission.json's `evidence.expanded`, or every
+    cited node for a document written before the budget."""
+    section = doc.get("evidence")
+    if isinstance(section, Mapping) and isinstance(section.get("expanded"), list):
+        return [str(n) for n in section["expanded"]]
+    return evidence_nodes(doc)
 
 
 def write_pages(run_dir: Path, nodes: Iterable[str]) -> list[Path]:
