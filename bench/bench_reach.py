@@ -6,7 +6,9 @@
 Prints the reach stage's wall time (stage_s: connect + one session per node + judging +
 evidence), a second round over the open connections (what each later stage pays), the total
 wall and client CPU time, peak RSS of the client, SSH connections opened per node,
-and (with --clush) ClusterShell's clush running the same stage script on the same fleet.
+and (with --clush) ClusterShell's clush running the same stage script on the same fleet
+(killed past --clush-limit seconds, default 900: the table then says `> 900`). Each size's
+nodegate row is printed as soon as it is measured; the fleets are removed after the table.
 Each size runs in its own child process so RSS is per size.
 """
 
@@ -96,7 +98,9 @@ def find_clush() -> str | None:
     return str(here) if here.is_file() and os.access(here, os.X_OK) else shutil.which("clush")
 
 
-def clush_time(root: Path, n: int, fanout: int) -> float | None:
+def clush_time(root: Path, n: int, fanout: int, limit_s: float) -> float | str | None:
+    """clush's wall seconds; `> limit` when it did not finish in `limit_s` (it is then
+    killed: what it took is at least that); None when it cannot run or failed."""
     clush = find_clush()
     if clush is None:
         print("clush not found (next to this python or on PATH)", file=sys.stderr)
@@ -106,23 +110,26 @@ def clush_time(root: Path, n: int, fanout: int) -> float | None:
 
     script = build_script(STAGE.commands(None, None))  # type: ignore[arg-type]
     t0 = time.perf_counter()
-    p = subprocess.run(
-        [
-            clush,
-            "-f",
-            str(fanout),
-            "-w",
-            f"node[{1:04d}-{n:04d}]",
-            "-o",
-            f"-F {root / 'ssh_config'}",
-            "-b",
-            LAUNCHER,
-        ],
-        input=script.text,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    try:
+        p = subprocess.run(
+            [
+                clush,
+                "-f",
+                str(fanout),
+                "-w",
+                f"node[{1:04d}-{n:04d}]",
+                "-o",
+                f"-F {root / 'ssh_config'}",
+                "-b",
+                LAUNCHER,
+            ],
+            input=script.text,
+            capture_output=True,
+            text=True,
+            timeout=limit_s,
+        )
+    except subprocess.TimeoutExpired:
+        return f"> {limit_s:g}"
     dt = time.perf_counter() - t0
     if p.returncode != 0:
         print(f"clush exited {p.returncode}: {p.stderr[-500:]}", file=sys.stderr)
@@ -135,6 +142,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="64,256,1024")
     ap.add_argument("--fanout", type=int, default=256)
     ap.add_argument("--clush", action="store_true", help="also time clush on the same fleet")
+    ap.add_argument("--clush-limit", type=float, default=900.0, help="seconds clush may take")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--root", help=argparse.SUPPRESS)
     ap.add_argument("--subnet", default="127.90", help="the fleet's loopback /16 (127.N)")
@@ -144,7 +152,8 @@ def main() -> int:
         return 0
     from nodegate.sim.fleet import build_fleet
 
-    rows = []
+    rows: list[dict[str, object]] = []
+    trash: list[Path] = []
     for n in (int(s) for s in a.sizes.split(",")):
         tmp = Path(tempfile.mkdtemp(prefix=f"ngbench-{n}-"))
         (tmp / "model.yaml").write_text(yaml.safe_dump(model(n)))
@@ -170,11 +179,17 @@ def main() -> int:
                 print(out.stderr, file=sys.stderr)
                 return 1
             row = json.loads(out.stdout.strip().splitlines()[-1])
-            row["clush_s"] = clush_time(fleet.root, n, min(a.fanout, 1024)) if a.clush else None
+            print(f"nodegate: {json.dumps(row)}", flush=True)  # kept if clush fails below
+            row["clush_s"] = (
+                clush_time(fleet.root, n, min(a.fanout, 1024), a.clush_limit) if a.clush else None
+            )
+            if a.clush:
+                print(f"clush: {row['clush_s']} s", flush=True)
             rows.append(row)
         finally:
             fleet.stop()
-            shutil.rmtree(tmp, ignore_errors=True)
+            # A 4,096-node fleet is ~6 GB in millions of files: removed after the table.
+            trash.append(tmp)
     cols = [
         "nodes",
         "stage_s",
@@ -190,6 +205,9 @@ def main() -> int:
     print(" | ".join(f"{c:>16}" for c in cols))
     for r in rows:
         print(" | ".join(f"{str(r.get(c)):>16}" for c in cols))
+    sys.stdout.flush()
+    for t in trash:
+        shutil.rmtree(t, ignore_errors=True)
     return 0
 
 

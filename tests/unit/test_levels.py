@@ -18,6 +18,7 @@ from nodegate.stages.gpu_load.profile import gpu_load_profile
 from nodegate.stages.ib_pairs.profile import ib_pairs_profile
 from nodegate.stages.nccl.profile import nccl_profile
 from nodegate.stages.pcie_gpu.profile import pcie_gpu_profile
+from nodegate.stages.reach.stage import STAGE as REACH
 from nodegate.stages.registry import STAGES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,6 +75,15 @@ def test_each_shipped_profile_runs_less_at_quick_and_more_at_extended(name: str)
     )
     assert g["quick"].burn_s < g["standard"].burn_s < g["extended"].burn_s
     assert [pcie_gpu_profile(x).dcgm.level for x in (quick, std, ext)] == [1, 1, 2]
+    # quick gives each reach command 3 s, standard and extended the default 10 s: what the node's
+    # script runs under `timeout` (a hung `uname` costs its deadline once at every level)
+    reach = [{c.timeout_s for c in REACH.commands(None, x)} for x in (quick, std, ext)]
+    assert reach == [{3.0}, {10.0}, {10.0}]
+    # quick reads no fabric (switch side, cabling, subnet manager: what an image or firmware
+    # change on the nodes does not touch); standard and extended read it as written
+    assert [x.data.get("fabric") is None for x in (quick, std, ext)] == [
+        True, p.data.get("fabric") is None, p.data.get("fabric") is None
+    ]  # fmt: skip
     iters = [ib_pairs_profile(x).method.iterations for x in (quick, std, ext)]
     assert iters == sorted(iters) and len(set(iters)) == 3
     # the floors are the profile's at every level: a level changes what runs, not the bar
@@ -109,6 +119,19 @@ def test_levels_name_all_three_and_only_sections(levels: dict[str, object], why:
     doc["levels"] = levels
     with pytest.raises(ConfigError, match=re.escape(why)):
         validate_profile(doc, "x.yaml")
+
+
+def test_a_level_may_leave_out_an_optional_section_but_not_a_required_one() -> None:
+    doc = dict(ProfileLibrary([SHIPPED]).get("generic-hgx-h100").data)
+    doc["levels"] = {"quick": {"fabric": None}, "standard": {}, "extended": {}}
+    assert at_level(Profile("p", "p.yaml", doc), "quick").data["fabric"] is None
+    doc["levels"] = {"quick": {"reach": None}, "standard": {}, "extended": {}}
+    with pytest.raises(ConfigError) as exc:
+        at_level(Profile("p", "p.yaml", doc), "quick")
+    assert str(exc.value) == (
+        "invalid profile p.yaml (at level quick: levels.quick):\n"
+        "  reach: None is not of type 'object'"
+    )
 
 
 def test_a_profile_without_levels_runs_as_written_at_every_level() -> None:

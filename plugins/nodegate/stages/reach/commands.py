@@ -11,11 +11,21 @@ KERNEL = "kernel"
 NVIDIA_DRIVER = "nvidia_driver"
 OFED = "ofed"
 
-CMD_TIMEOUT_S = 10.0
+CMD_TIMEOUT_S = 10.0  # each command's deadline unless the profile's reach.command_timeout_s says
 
-COMMANDS = (
-    CommandSpec(OS_RELEASE, ("cat", "/etc/os-release"), CMD_TIMEOUT_S),
-    CommandSpec(KERNEL, ("uname", "-r"), CMD_TIMEOUT_S),
-    CommandSpec(NVIDIA_DRIVER, ("cat", "/proc/driver/nvidia/version"), CMD_TIMEOUT_S),
-    CommandSpec(OFED, ("ofed_info", "-s"), CMD_TIMEOUT_S),
-)
+
+def commands(timeout_s: float = CMD_TIMEOUT_S) -> tuple[CommandSpec, ...]:
+    """The stage's commands, each under `timeout timeout_s`.
+
+    >>> [c.timeout_s for c in commands(3)]
+    [3, 3, 3, 3]
+    """
+    return (
+        CommandSpec(OS_RELEASE, ("cat", "/etc/os-release"), timeout_s),
+        CommandSpec(KERNEL, ("uname", "-r"), timeout_s),
+        CommandSpec(NVIDIA_DRIVER, ("cat", "/proc/driver/nvidia/version"), timeout_s),
+        CommandSpec(OFED, ("ofed_info", "-s"), timeout_s),
+    )
+
+
+COMMANDS = commands()

@@ -10,6 +10,7 @@ from typing import Any
 from nodegate.core.thresholds import Threshold
 from nodegate.core.versions import VersionRule
 from nodegate.profiles import Profile
+from nodegate.stages.reach.commands import CMD_TIMEOUT_S
 
 SECTION = "reach"
 
@@ -26,6 +27,7 @@ class ReachProfile:
     nvidia_driver: VersionRule
     ofed: VersionRule
     uniform: frozenset[str]  # parts every node of the profile must share: "kernel", "ofed", ...
+    command_timeout_s: float = CMD_TIMEOUT_S  # each reach command's deadline
 
     @classmethod
     def of(cls, section: Mapping[str, Any], name: str) -> ReachProfile:
@@ -39,6 +41,7 @@ class ReachProfile:
             nvidia_driver=VersionRule.of(section["nvidia_driver"]),
             ofed=VersionRule.of(section["ofed"]),
             uniform=frozenset(section["uniform"]),
+            command_timeout_s=float(section.get("command_timeout_s", CMD_TIMEOUT_S)),
         )
 
 

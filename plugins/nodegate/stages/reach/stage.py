@@ -7,7 +7,7 @@ from nodegate.framework.stage import PassiveStage, unreachable_verdicts
 from nodegate.inventory import Node
 from nodegate.profiles import Profile
 from nodegate.stages.reach.checks import CHECKS
-from nodegate.stages.reach.commands import COMMANDS
+from nodegate.stages.reach.commands import COMMANDS, commands
 from nodegate.stages.reach.facts import ReachFacts, build_facts
 from nodegate.stages.reach.profile import ReachProfile, reach_profile
 
@@ -16,8 +16,11 @@ class ReachStage(PassiveStage[ReachFacts, ReachProfile]):
     name = "reach"
     checks = CHECKS
 
-    def commands(self, node: Node, profile: Profile) -> list[CommandSpec]:
-        return list(COMMANDS)
+    def commands(self, node: Node, profile: Profile | None) -> list[CommandSpec]:
+        # Without a profile (a bench timing the bare script): the default deadline.
+        if profile is None:
+            return list(COMMANDS)
+        return list(commands(reach_profile(profile).command_timeout_s))
 
     def profile_of(self, profile: Profile) -> ReachProfile:
         return reach_profile(profile)
