@@ -306,10 +306,14 @@ def test_a_large_page_draws_its_heatmap_from_escaped_data_and_bounds_its_lists(t
     # the 257th node not admitted is not listed below: its row links to no anchor
     assert data["groups"][25][6] == ["n256", "rejected", "1", "raw/n256/ib_pairs.json#r1",
                                      False, [0, 1]]  # fmt: skip
-    # no row drawn on the server; the groups that fit 256 rows open (drawn on load)
+    # no row drawn on the server; the groups that fit 64 rows open (drawn on load)
     assert "data-node=" not in page.replace('"data-node"', "")
     groups = re.findall(r'<details class="group" data-group="(\d+)"( open)?>', page)
-    assert groups == [(str(i), " open" if i < 25 else "") for i in range(30)]
+    assert groups == [(str(i), " open" if i < 6 else "") for i in range(30)]
+    assert re.findall(r'<p id="heatmap-drawn">([^<]+)</p>', page) == [
+        "300 nodes: a group's rows are drawn when it is opened (by this page's script; the first"
+        " groups with a node not admitted, up to 64 rows, are open)."
+    ]
     assert page.count('<div class="node" id="node-') == 256
     (more,) = re.findall(r'<p id="failed-more">([^<]+)</p>', page)
     assert more == (
