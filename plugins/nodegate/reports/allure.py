@@ -116,9 +116,9 @@ def check_results(logger: Any, doc: Mapping[str, Any],
     worst node's; a step per distinct bad verdict (its text without the node) naming its
     nodes, the first STEPS of them by count, then one step for the rest; a step for the nodes
     it did not run on and one for the nodes that passed; links to the evidence of the first
-    FIRST_NODES nodes that did not pass, nothing attached (every verdict is in
-    verdicts.jsonl.gz). 100 checks over 10,000 nodes: ~100 results, not 80,000 node x stage
-    results with their evidence copied (README "Allure")."""
+    FIRST_NODES nodes with a bad verdict (then of those not run), nothing attached (every
+    verdict is in verdicts.jsonl.gz). 100 checks over 10,000 nodes: ~100 results, not 90,000
+    node x stage results with their evidence copied (README "Allure")."""
     from allure_commons.model2 import Label, Link, StatusDetails, TestResult, TestStepResult
 
     start, stop = _millis(doc.get("started_at")), _millis(doc.get("finished_at"))
@@ -134,18 +134,17 @@ def check_results(logger: Any, doc: Mapping[str, Any],
         passed: list[str] = []
         missing: list[str] = []  # not run, or no verdict
         bad: dict[tuple[str, str], list[str]] = {}  # (allure status, text) -> nodes
-        first: list[str] = []  # nodes that did not pass, in the run's order
+        failed: list[str] = []  # nodes with a bad verdict, in the run's order
         for node in doc["nodes"]:
             found = verdicts.get((c, node), [])
             if (c, node) in not_run or not found:
                 missing.append(node)
-                first.append(node)
                 continue
             worse = [v for v in found if v["status"] != "pass"]
             if not worse:
                 passed.append(node)
                 continue
-            first.append(node)
+            failed.append(node)
             for text in dict.fromkeys((ALLURE_STATUS.get(v["status"], "broken"), _text(v))
                                       for v in worse):  # fmt: skip
                 bad.setdefault(text, []).append(node)
@@ -195,9 +194,9 @@ def check_results(logger: Any, doc: Mapping[str, Any],
             result.statusDetails = StatusDetails(
                 message="\n".join(st.name for st in steps if st.status != "passed")
             )
-        for node in first[:FIRST_NODES]:
+        for node in failed[:FIRST_NODES] + missing[:FIRST_NODES]:  # the failed nodes' first
             evidence = evidence_file(run_dir / "raw" / node / f"{stage}.json")
-            if evidence is not None:
+            if evidence is not None and len(result.links) < FIRST_NODES:
                 ref = f"raw/{node}/{evidence.name}"
                 result.links.append(Link("link", evidence.resolve().as_uri(), ref))
         logger.report_result(result)

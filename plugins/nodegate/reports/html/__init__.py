@@ -1,5 +1,6 @@
-"""report.html: one self-contained page per run (no script, no network: inline CSS and SVG),
-written beside admission.json by a `pytest_nodegate_admission` consumer.
+"""report.html: one self-contained page per run (no network: inline CSS and SVG; no script
+up to DETAIL_NODES nodes), written beside admission.json by a `pytest_nodegate_admission`
+consumer.
 
 The decision first (counts, rejected nodes by remediation class or by check), then the nodes x
 checks heatmap grouped by rack/leaf (a group where every node passed every check folds to one
@@ -7,7 +8,9 @@ line), distributions with the profile's limit drawn, and each failed verdict wit
 expected and links to its evidence: the page `raw/<node>/<stage>.html#<command>` (written
 beside the document for each node rejected or with a waived failure, `evidence.write_pages`)
 and the document itself, `raw/<node>/<stage>.json`. Node text goes through
-`safetext.printable`, then HTML escaping (jinja2 autoescape).
+`safetext.printable`, then HTML escaping (jinja2 autoescape); above DETAIL_NODES nodes the
+heatmap's rows are JSON (`view.heatmap_data`, `<`, `>`, `&`, `'` as `\\u` escapes: `tojson`)
+that the page's inline script draws as text when a group is opened.
 
     >>> write_report(Path("reports/r1"), json.load(open("reports/r1/admission.json")))
     PosixPath('reports/r1/report.html')
