@@ -10,6 +10,7 @@ from typing import Any
 
 from nodegate.reports.html import render, write_report
 from nodegate.reports.html.plots import HEIGHT, MIN_BAR_PX, PAD, bound, histogram, plots
+from nodegate.reports.html.view import Cell, Group, Row, heatmap_data
 
 
 def verdict(check: str, node: str, status: str, observed: Any = None, **kw: Any) -> dict[str, Any]:
@@ -322,3 +323,19 @@ def test_a_large_page_draws_its_heatmap_from_escaped_data_and_bounds_its_lists(t
         ' "Decision" above names them by check.'
     )
     assert "http" not in page
+
+
+def test_heatmap_data_codes_each_cell_and_stores_each_message_once():
+    cells = (Cell("pass", ""), Cell("not_run", "n1 b: not_run"), Cell("fail", "t", "slow\x1b"))
+    g = Group("rack r1", ["n1", "n2"], [Row("n1", "rejected", cells, "raw/n1/s.json#c"),
+                                       Row("n2", "rejected", cells[::-1], None)])  # fmt: skip
+    assert heatmap_data(["a", "b", "c"], [g, Group("rack r2", ["n3"])], frozenset({"n1"})) == {
+        "statuses": ["pass", "fail", "error", "skip", "not_run", "waived"],
+        "columns": ["a", "b", "c"],
+        "messages": ["slow\\x1b"],
+        "groups": [
+            [["n1", "rejected", "041", "raw/n1/s.json#c", True, [1, -1, 2, 0]],
+             ["n2", "rejected", "140", None, False, [0, 0, 1, -1]]],
+            [],
+        ],
+    }  # fmt: skip
