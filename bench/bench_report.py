@@ -1,4 +1,4 @@
-"""Benchmark: the reports of a 1,024-node run (run on demand, not a test).
+"""Benchmark: the reports of a 1,024-node (or --nodes N) run (run on demand, not a test).
 
     .venv/bin/nodegate demo                                   # a real 32-node run first
     .venv/bin/python bench/bench_report.py                    # from reports/latest
@@ -7,8 +7,11 @@
 Synthesizes a run directory of --nodes nodes from a real smaller one (each node copied under
 new names, its rack label too, raw evidence hard-linked), then prints a table: report.html
 size, time to write it, and its render time in headless Chromium (Debian `chromium`: page
-load, and load until the heatmap is laid out); Allure results (files, MB, time to write)
-against the goal of < 100 MB; the terminal summary's line count.
+load, load until the heatmap is laid out, the heatmap rows drawn then, and above 256 nodes the
+time to draw a closed group's rows when it is opened); Allure results (files, MB, time to
+write) against the goal of < 100 MB; the terminal summary's line count.
+
+    .venv/bin/python bench/bench_report.py --nodes 10000     # #27's goals: <= 10 MB, <= 3 s
 """
 
 from __future__ import annotations
@@ -68,9 +71,10 @@ def synthesize(src: Path, dst: Path, n: int) -> dict[str, Any]:
     return doc
 
 
-def render_times(page: Path, timeout_s: float = 120) -> tuple[float, float]:
+def render_times(page: Path, timeout_s: float = 120) -> tuple[float, float, int, float]:
     """Seconds to the load event, and to the heatmap laid out, in headless Chromium (a page
-    that takes longer than `timeout_s` to load: both infinite)."""
+    that takes longer than `timeout_s` to load: both infinite), the heatmap rows drawn then,
+    and seconds to draw a closed group's rows when it is opened (NaN: none closed)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
@@ -86,11 +90,20 @@ def render_times(page: Path, timeout_s: float = 120) -> tuple[float, float]:
             loaded = time.perf_counter() - t0
             tab.evaluate("document.querySelector('#failed').getBoundingClientRect().top")
             laid_out = time.perf_counter() - t0
+            rows = tab.evaluate("document.querySelectorAll('tr.node-row').length")
+            # a large run's page draws a group's rows when it is opened: open a closed one
+            closed = tab.query_selector("#heatmap details[data-group]:not([open])")
+            opened = math.nan
+            if closed is not None:
+                t1 = time.perf_counter()
+                closed.evaluate("d => { d.open = true; }")
+                tab.wait_for_function(f"document.querySelectorAll('tr.node-row').length > {rows}")
+                opened = time.perf_counter() - t1
         except PlaywrightTimeout:
-            return math.inf, math.inf
+            return math.inf, math.inf, 0, math.nan
         finally:
             browser.close()
-    return loaded, laid_out
+    return loaded, laid_out, rows, opened
 
 
 def dir_size(path: Path) -> tuple[int, int]:
@@ -100,8 +113,9 @@ def dir_size(path: Path) -> tuple[int, int]:
 
 def main() -> int:
     sys.path.insert(0, str(REPO / "plugins"))
+    from nodegate.reports import html
     from nodegate.reports.allure import write_results
-    from nodegate.reports.html import write_report
+    from nodegate.reports.html import write_pages, write_report
     from nodegate.reports.terminal import Paths, decision_lines
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -117,10 +131,21 @@ def main() -> int:
     try:
         doc = synthesize(src, run, args.nodes)
         vdoc = read_verdicts_doc(run)  # a run has them in memory
+        pages_s = 0.0
+
+        def timed_pages(*a: Any) -> Any:
+            nonlocal pages_s
+            t = time.perf_counter()
+            try:
+                return write_pages(*a)
+            finally:
+                pages_s += time.perf_counter() - t
+
+        html.write_pages = timed_pages  # write_report writes the evidence pages first
         t0 = time.perf_counter()
         page = write_report(run, doc, vdoc)
         write_s = time.perf_counter() - t0
-        loaded, laid_out = render_times(page)
+        loaded, laid_out, rows, opened = render_times(page)
         t0 = time.perf_counter()
         results = write_results(work / "allure", doc, vdoc, run)
         allure_s = time.perf_counter() - t0
@@ -131,10 +156,13 @@ def main() -> int:
             ("nodes (admitted / rejected)", f"{s['nodes']} ({s['admitted']} / {s['rejected']})"),
             ("verdicts", f"{len(vdoc['verdicts']):,}"),
             ("report.html size", f"{page.stat().st_size / 1e6:.2f} MB"),
-            ("report.html write", f"{write_s:.2f} s"),
+            ("report.html write (with the evidence pages)", f"{write_s:.2f} s"),
+            ("  of which the rejected nodes' evidence pages", f"{pages_s:.2f} s"),
             ("report.html render: load event", f"{loaded:.2f} s"),
             ("report.html render: laid out", f"{laid_out:.2f} s"),
-            ("allure results (node x stage)", f"{results:,}"),
+            ("report.html heatmap rows drawn at load", f"{rows:,}"),
+            ("report.html a closed group opened", f"{opened:.2f} s"),
+            ("allure results", f"{results:,}"),
             ("allure files", f"{files:,}"),
             ("allure size (goal < 100 MB)", f"{size / 1e6:.1f} MB"),
             ("allure write", f"{allure_s:.2f} s"),

@@ -10,6 +10,7 @@ from typing import Any
 
 from nodegate.reports.html import render, write_report
 from nodegate.reports.html.plots import HEIGHT, MIN_BAR_PX, PAD, bound, histogram, plots
+from nodegate.reports.html.view import Cell, Group, Row, heatmap_data
 
 
 def verdict(check: str, node: str, status: str, observed: Any = None, **kw: Any) -> dict[str, Any]:
@@ -257,3 +258,84 @@ def test_nccl_curves_draw_busbw_versus_nodes_per_collective_with_the_floors(tmp_
     floor2 = re.search(r'<polyline class="floor"[^>]* points="([^"]+)"', a2a)
     assert floor2 is not None and len(floor2.group(1).split()) == 2
     assert "http" not in section and "<script" not in section
+
+
+# A node name and a message that try to leave the embedded JSON and the page's markup.
+EVIL = "n000</script><script>alert('x')</script>\""  # no nodeset operator (, & ! ^)
+HEATMAP_DATA = re.compile(r'<script type="application/json" id="heatmap-data">(.*?)</script>', re.S)
+
+
+def large_run(tmp_path: Path) -> Path:
+    """300 nodes in 30 racks of 10 (above DETAIL_NODES): the last 20 admitted, the first
+    named EVIL, with its own message; every other rejected node slow the same way."""
+    names = [EVIL] + [f"n{i:03d}" for i in range(1, 300)]
+    rail3 = {"component": "mlx5_3 port 1 (rail 3)", "expected": ">= 360", "unit": "Gb/s"}
+    vs, nodes = [], {}
+    for i, n in enumerate(names):
+        if i < 280:
+            msg = "231.6 Gb/s" if i else "</script><b onmouseover='x'>"
+            v = verdict(BW, n, "fail", 231.6, **rail3, message=msg,
+                        evidence=[f"raw/{n}/ib_pairs.json#r1"])  # fmt: skip
+        else:
+            v = verdict(BW, n, "pass", 386.0, **rail3)
+        vs.append(v)
+        nodes[n] = (f"r{i // 10:02d}", [v] if i < 280 else [])
+    (tmp_path / "verdicts.json").write_text(json.dumps({"verdicts": vs}))
+    (tmp_path / "admission.json").write_text(json.dumps(admission(nodes)))
+    return tmp_path
+
+
+def test_a_large_page_draws_its_heatmap_from_escaped_data_and_bounds_its_lists(tmp_path):
+    d = large_run(tmp_path)
+    page = write_report(d, json.loads((d / "admission.json").read_text())).read_text()
+    # nothing a node printed leaves the data: the page's two scripts are the only ones
+    assert (page.count("<script"), page.count("</script>")) == (2, 2)
+    assert "<b onmouseover" not in page and "alert('x')" not in page
+    m = HEATMAP_DATA.search(page)
+    assert m is not None and "<" not in m.group(1) and "'" not in m.group(1)
+    data = json.loads(m.group(1))
+    assert data["columns"] == [BW]
+    assert data["statuses"] == ["pass", "fail", "error", "skip", "not_run", "waived"]
+    assert data["messages"] == ["</script><b onmouseover='x'>", "231.6 Gb/s"]
+    # every node of a rack with a rejected node, none of the two racks admitted whole
+    assert [len(g) for g in data["groups"]] == [10] * 28 + [0, 0]
+    assert data["groups"][0][:2] == [
+        [EVIL, "rejected", "1", "raw/n000%3C/script%3E%3Cscript%3Ealert%28%27x%27%29%3C/script"
+         "%3E%22/ib_pairs.json#r1", True, [0, 0]],
+        ["n001", "rejected", "1", "raw/n001/ib_pairs.json#r1", True, [0, 1]],
+    ]  # fmt: skip
+    # the 257th node not admitted is not listed below: its row links to no anchor
+    assert data["groups"][25][6] == ["n256", "rejected", "1", "raw/n256/ib_pairs.json#r1",
+                                     False, [0, 1]]  # fmt: skip
+    # no row drawn on the server; the groups that fit 64 rows open (drawn on load)
+    assert "data-node=" not in page.replace('"data-node"', "")
+    groups = re.findall(r'<details class="group" data-group="(\d+)"( open)?>', page)
+    assert groups == [(str(i), " open" if i < 6 else "") for i in range(30)]
+    assert re.findall(r'<p id="heatmap-drawn">([^<]+)</p>', page) == [
+        "300 nodes: a group's rows are drawn when it is opened (by this page's script; the first"
+        " groups with a node not admitted, up to 64 rows, are open)."
+    ]
+    assert page.count('<div class="node" id="node-') == 256
+    (more,) = re.findall(r'<p id="failed-more">([^<]+)</p>', page)
+    assert more == (
+        "24 more nodes not admitted or with a waived failure (the first 256 are listed): each"
+        " one's reasons are in admission.json, every verdict in verdicts.jsonl.gz, and"
+        ' "Decision" above names them by check.'
+    )
+    assert "http" not in page
+
+
+def test_heatmap_data_codes_each_cell_and_stores_each_message_once():
+    cells = (Cell("pass", ""), Cell("not_run", "n1 b: not_run"), Cell("fail", "t", "slow\x1b"))
+    g = Group("rack r1", ["n1", "n2"], [Row("n1", "rejected", cells, "raw/n1/s.json#c"),
+                                       Row("n2", "rejected", cells[::-1], None)])  # fmt: skip
+    assert heatmap_data(["a", "b", "c"], [g, Group("rack r2", ["n3"])], frozenset({"n1"})) == {
+        "statuses": ["pass", "fail", "error", "skip", "not_run", "waived"],
+        "columns": ["a", "b", "c"],
+        "messages": ["slow\\x1b"],
+        "groups": [
+            [["n1", "rejected", "041", "raw/n1/s.json#c", True, [1, -1, 2, 0]],
+             ["n2", "rejected", "140", None, False, [0, 0, 1, -1]]],
+            [],
+        ],
+    }  # fmt: skip

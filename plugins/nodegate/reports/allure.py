@@ -1,4 +1,5 @@
-"""Allure results, one per node x stage (not per test item), the stage's evidence attached once.
+"""Allure results: one per node x stage (not per test item), the stage's evidence attached
+once; above NODE_RESULTS nodes, one per check over the run's nodes, its failures folded.
 
 With `--alluredir DIR`, a nodegate run writes its own results into DIR when the decision is
 made (a `pytest_nodegate_admission` consumer) and takes allure-pytest's per-item listener out
@@ -7,8 +8,11 @@ every check of a stage. A result holds one step per check (bad verdicts as sub-s
 observed and expected); a stage that did not pass on a node attaches that node's
 `raw/<node>/<stage>.json` once, a passing one links to it (attaching every passing node's
 evidence would cost ~400 KB per node), and so does a failing one past the evidence budget
-(`--evidence-nodes`: its `.json.gz` only, `nodegate.reports.expanded`). View: `allure serve
-DIR` (Allure commandline).
+(`--evidence-nodes`: its `.json.gz` only, `nodegate.reports.expanded`). Past NODE_RESULTS
+nodes (as `--items auto`), node x stage results with their evidence copied grow with the fleet
+(10,000 nodes, half rejected: 609 MB), so each check is one result: a step per distinct bad
+verdict naming its nodes, the nodes not run and the nodes passed as one step each, links to the
+first nodes' evidence (`check_results`). View: `allure serve DIR` (Allure commandline).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import pytest
 
 from nodegate.core.results import RunResult
 from nodegate.core.safetext import printable
-from nodegate.reports.folding import group_of, observed_expected
+from nodegate.core.settings import AUTO_NODE_ITEMS
+from nodegate.reports.folding import FIRST_NODES, group_of, nodeset, observed_expected
 from nodegate.reports.html.view import check_order, index_verdicts
 from nodegate.stages.registry import checks_by_id
 from nodegate.transport.evidence import GZ_SUFFIX, evidence_file
@@ -40,6 +45,10 @@ ALLURE_STATUS = {
 }
 _RANK = {"failed": 3, "broken": 2, "skipped": 1, "passed": 0}
 SITE_STAGE = "site"
+# Up to this many nodes, one result per (node, stage); above, one per check (as --items auto).
+NODE_RESULTS = AUTO_NODE_ITEMS
+STEPS = 50  # a per-check result's steps of distinct bad verdicts (then one for the rest)
+VERDICTS, ADMISSION = "verdicts.jsonl.gz", "admission.json"  # where a cut nodeset's rest is
 
 
 def stage_of(check: str) -> str:
@@ -66,28 +75,143 @@ def _step(check: str, found: Sequence[Mapping[str, Any]]) -> Any:
     bad = [v for v in found if v["status"] != "pass"]
     ok = len(found) - len(bad)
     name = f"{check}: {ok}/{len(found)} passed" if found else f"{check}: no verdict"
-    subs = [
-        TestStepResult(
-            name=printable(
-                (f"[{v['component']}] " if v.get("component") else "")
-                + f"{v['status'].upper()}: {v['message']}{observed_expected(v)}"
-            ),
-            status=ALLURE_STATUS.get(v["status"], "broken"),
-        )
-        for v in bad
-    ]
+    subs = [TestStepResult(name=_text(v), status=ALLURE_STATUS.get(v["status"], "broken"))
+            for v in bad]  # fmt: skip
     details = StatusDetails(message=subs[0].name) if subs else None
     return TestStepResult(name=name, status=status, steps=subs, statusDetails=details)
 
 
+def _text(v: Mapping[str, Any]) -> str:
+    """A bad verdict as a step names it, its node left out."""
+    return printable(
+        (f"[{v['component']}] " if v.get("component") else "")
+        + f"{v['status'].upper()}: {v['message']}{observed_expected(v)}"
+    )
+
+
+def _some(nodes: Sequence[str], where: str) -> str:
+    """The first FIRST_NODES nodes as a nodeset, and how many more (folding 10,000 names takes
+    seconds; a step names a few, as the terminal's summary does)."""
+    more = len(nodes) - FIRST_NODES
+    some = nodeset(nodes[:FIRST_NODES]) + (f" +{more} more ({where})" if more > 0 else "")
+    return f"{len(nodes)} node{'s' if len(nodes) > 1 else ''}: {some}"
+
+
 def write_results(alluredir: Path, doc: Mapping[str, Any], vdoc: Mapping[str, Any],
                   run_dir: Path) -> int:  # fmt: skip
-    """Write one result per (node, stage) of the run into `alluredir`; returns how many."""
+    """Write the run's results into `alluredir`: one per (node, stage) up to NODE_RESULTS
+    nodes, one per check above (`check_results`); returns how many."""
     from allure_commons.logger import AllureFileLogger
-    from allure_commons.model2 import Attachment, Label, Link, StatusDetails, TestResult
 
     logger = AllureFileLogger(str(alluredir))  # type: ignore[no-untyped-call]
     verdicts = index_verdicts(vdoc)
+    if len(doc["nodes"]) > NODE_RESULTS:
+        return check_results(logger, doc, verdicts, run_dir)
+    return node_results(logger, doc, verdicts, run_dir)
+
+
+def check_results(logger: Any, doc: Mapping[str, Any],
+                  verdicts: Mapping[tuple[str, str], list[Mapping[str, Any]]],
+                  run_dir: Path) -> int:  # fmt: skip
+    """One result per check over the run's nodes (as `--items check`'s items): its status the
+    worst node's; a step per distinct bad verdict (its text without the node) naming its
+    nodes, the first STEPS of them by count, then one step for the rest; a step for the nodes
+    it did not run on and one for the nodes that passed; links to the evidence of the first
+    FIRST_NODES nodes with a bad verdict (then of those not run), nothing attached (every
+    verdict is in verdicts.jsonl.gz). 100 checks over 10,000 nodes: ~100 results, not 90,000
+    node x stage results with their evidence copied (README "Allure")."""
+    from allure_commons.model2 import Label, Link, StatusDetails, TestResult, TestStepResult
+
+    start, stop = _millis(doc.get("started_at")), _millis(doc.get("finished_at"))
+    not_run = {
+        (r["check"], node)
+        for node, d in doc["nodes"].items()
+        for r in d["reasons"]
+        if r["status"] in ("not_run", "out_of_scope")
+    }
+    written = 0
+    for c in check_order(doc["checks"]):
+        stage = stage_of(c)
+        passed: list[str] = []
+        missing: list[str] = []  # not run, or no verdict
+        bad: dict[tuple[str, str], list[str]] = {}  # (allure status, text) -> nodes
+        failed: list[str] = []  # nodes with a bad verdict, in the run's order
+        for node in doc["nodes"]:
+            found = verdicts.get((c, node), [])
+            if (c, node) in not_run or not found:
+                missing.append(node)
+                continue
+            worse = [v for v in found if v["status"] != "pass"]
+            if not worse:
+                passed.append(node)
+                continue
+            failed.append(node)
+            for text in dict.fromkeys((ALLURE_STATUS.get(v["status"], "broken"), _text(v))
+                                      for v in worse):  # fmt: skip
+                bad.setdefault(text, []).append(node)
+        ranked = sorted(bad.items(), key=lambda kv: (-_RANK[kv[0][0]], -len(kv[1]), kv[0][1]))
+        steps = [
+            TestStepResult(name=f"{text} on {_some(ns, VERDICTS)}",
+                           status=status)
+            for (status, text), ns in ranked[:STEPS]
+        ]  # fmt: skip
+        rest = ranked[STEPS:]
+        if rest:
+            some = {n for _, ns in rest for n in ns}
+            nodes = [n for n in doc["nodes"] if n in some]
+            steps.append(TestStepResult(
+                name=f"{len(rest)} more distinct verdicts on {_some(nodes, VERDICTS)}",
+                status=_worst(status for (status, _), _ in rest),
+            ))  # fmt: skip
+        if missing:
+            steps.append(TestStepResult(
+                name=f"not run or no verdict on {_some(missing, ADMISSION)}",
+                status=ALLURE_STATUS["not_run"],
+            ))  # fmt: skip
+        if passed:
+            steps.append(TestStepResult(
+                name=f"passed on {_some(passed, VERDICTS)}",
+                status="passed",
+            ))  # fmt: skip
+        status = _worst(st.status for st in steps)
+        result = TestResult(
+            uuid=str(uuid.uuid4()),
+            historyId=hashlib.md5(f"check:{c}".encode()).hexdigest(),  # noqa: S324 - an id
+            testCaseId=hashlib.md5(f"nodegate:{c}".encode()).hexdigest(),  # noqa: S324
+            name=f"{c} ({len(doc['nodes'])} nodes)",
+            fullName=f"nodegate.{stage}.{c}",
+            status=status,
+            steps=steps,
+            start=start,
+            stop=stop,
+            labels=[
+                Label("parentSuite", "nodegate"),
+                Label("suite", stage),
+                Label("feature", stage),
+                Label("story", c),
+            ],
+        )
+        if status != "passed":
+            result.statusDetails = StatusDetails(
+                message="\n".join(st.name for st in steps if st.status != "passed")
+            )
+        for node in failed[:FIRST_NODES] + missing[:FIRST_NODES]:  # the failed nodes' first
+            evidence = evidence_file(run_dir / "raw" / node / f"{stage}.json")
+            if evidence is not None and len(result.links) < FIRST_NODES:
+                ref = f"raw/{node}/{evidence.name}"
+                result.links.append(Link("link", evidence.resolve().as_uri(), ref))
+        logger.report_result(result)
+        written += 1
+    return written
+
+
+def node_results(logger: Any, doc: Mapping[str, Any],
+                 verdicts: Mapping[tuple[str, str], list[Mapping[str, Any]]],
+                 run_dir: Path) -> int:  # fmt: skip
+    """One result per (node, stage): a step per check, its bad verdicts as sub-steps; a stage
+    that did not pass attaches the node's evidence file once, a passing one links to it."""
+    from allure_commons.model2 import Attachment, Label, Link, StatusDetails, TestResult
+
     checks = check_order(doc["checks"])
     by_stage: dict[str, list[str]] = {}
     for c in checks:
@@ -136,11 +260,11 @@ def write_results(alluredir: Path, doc: Mapping[str, Any], vdoc: Mapping[str, An
                 ref = f"raw/{node}/{evidence.name}"
                 if status in ("failed", "broken") and not evidence.name.endswith(GZ_SUFFIX):
                     source = f"{uuid.uuid4()}-attachment.json"
-                    logger.report_attached_file(str(evidence), source)  # type: ignore[no-untyped-call]
+                    logger.report_attached_file(str(evidence), source)
                     result.attachments.append(Attachment(ref, source, "application/json"))
                 else:
                     result.links.append(Link("link", evidence.resolve().as_uri(), ref))
-            logger.report_result(result)  # type: ignore[no-untyped-call]
+            logger.report_result(result)
             written += 1
     return written
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from nodegate.core.safetext import printable
 from nodegate.reports.folding import (
     causes,
     folds,
@@ -19,6 +20,7 @@ from nodegate.reports.folding import (
 )
 from nodegate.stages.registry import STAGES
 
+STATUSES = ("pass", "fail", "error", "skip", "not_run", "waived")  # the legend's order
 # Worst first: a cell shows the worst of its verdicts.
 STATUS_RANK = {"error": 5, "fail": 4, "not_run": 3, "skip": 2, "waived": 1, "pass": 0}
 
@@ -27,6 +29,7 @@ STATUS_RANK = {"error": 5, "fail": 4, "not_run": 3, "skip": 2, "waived": 1, "pas
 class Cell:
     status: str  # pass | fail | error | skip | not_run | waived
     title: str  # "" for a pass
+    message: str | None = None  # the title's verdict message (None: no verdict of that status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,9 @@ class NodeView:
     reasons: tuple[ReasonView, ...]
     echoes: int  # consequences left out (skips after the cause): admission.json has them
     waived: tuple[ReasonView, ...]
+
+
+PASS = Cell("pass", "")
 
 
 def href(ref: str) -> str:
@@ -174,11 +180,13 @@ def _row(
     for check in columns:
         vs = verdicts.get((check, node), [])
         status = by_check.get(check) or worst_status(vs)
-        title = ""
-        if status != "pass":
-            bad = next((v for v in vs if v["status"] == status), None)
-            title = f"{node} {check}: {status}" + (f": {bad['message']}" if bad else "")
-        cells.append(Cell(status, title))
+        if status == "pass":
+            cells.append(PASS)
+            continue
+        bad = next((v for v in vs if v["status"] == status), None)
+        message = None if bad is None else str(bad["message"])
+        title = f"{node} {check}: {status}" + ("" if message is None else f": {message}")
+        cells.append(Cell(status, title, message))
     reasons = causes(d["reasons"]) if d["reasons"] else []
     first = next((e for r in reasons for e in r.get("evidence") or ()), None)
     if first is None and reasons:  # no command to cite (a session that never ran): its file
@@ -192,13 +200,18 @@ def evidence_nodes(doc: Mapping[str, Any]) -> list[str]:
     return [n for n, d in doc["nodes"].items() if node_state(d) == "rejected" or d.get("waived")]
 
 
-def node_views(doc: Mapping[str, Any], page: Pages = no_pages) -> list[NodeView]:
-    """Every node not admitted, and every node with a waived failure, with its causes."""
-    out = []
+def node_views(
+    doc: Mapping[str, Any], page: Pages = no_pages, limit: int | None = None
+) -> list[NodeView]:
+    """Every node not admitted, and every node with a waived failure, with its causes (the
+    first `limit` of them)."""
+    out: list[NodeView] = []
     for node, d in doc["nodes"].items():
         state = node_state(d)
         if state == "admitted" and not d.get("waived"):
             continue
+        if limit is not None and len(out) == limit:
+            break
         shown = causes(d["reasons"]) if d["reasons"] else []
         labels = ", ".join(f"{k}={v}" for k, v in sorted((d.get("labels") or {}).items()))
         out.append(
@@ -258,3 +271,43 @@ def past_view(h: Mapping[str, Any]) -> PastView:
         tuple((d["run_id"], d["state"], d.get("reason") or "") for d in h.get("decisions", ())),
         metric, str(trend.get("unit") or ""), points, line,
     )  # fmt: skip
+
+
+STATUS_CODES = {s: str(i) for i, s in enumerate(STATUSES)}
+
+
+def heatmap_data(
+    columns: Sequence[str], groups: Sequence[Group], detailed: frozenset[str]
+) -> dict[str, Any]:
+    """The heatmap's rows as compact data, drawn by the page's script when a group is opened
+    (a large run: ~250 bytes per node at 96 checks, where the drawn rows took ~6 KB).
+
+    Per group, its rows as `[node, state, codes, evidence href, anchored, bad]`: `codes` one
+    digit per column (an index in `statuses`), `bad` the non-pass cells' `[column, message]`
+    pairs, each message an index in `messages` (the messages repeat across nodes: stored once;
+    -1: no verdict of the cell's status, a title without a message).
+    Node text is made `printable` here; the template escapes it for the script element
+    (`tojson`) and the script sets it as text, never as markup.
+    """
+    messages: dict[str, int] = {}
+    out = []
+    for g in groups:
+        rows = []
+        for r in g.rows:
+            bad: list[int] = []
+            for j, cell in enumerate(r.cells):
+                if cell.status != "pass":
+                    if cell.message is None:
+                        bad += [j, -1]
+                    else:
+                        message = printable(cell.message)
+                        bad += [j, messages.setdefault(message, len(messages))]
+            codes = "".join(STATUS_CODES[c.status] for c in r.cells)
+            rows.append([printable(r.node), r.state, codes, r.evidence, r.node in detailed, bad])
+        out.append(rows)
+    return {
+        "statuses": list(STATUS_CODES),
+        "columns": [printable(c) for c in columns],
+        "messages": list(messages),
+        "groups": out,
+    }
