@@ -33,7 +33,7 @@ from nodegate.profiles import Profile
 @dataclass(frozen=True, slots=True)
 class Judged:
     """One node judged: its verdicts, and (when it was judged on its facts) the facts and the
-    typed profile the fleet-scope checks read."""
+    typed profile the fleet-scope checks read (the facts None for a stage that has none)."""
 
     verdicts: list[Verdict]
     facts: Any = None
@@ -48,7 +48,10 @@ def judge_one(stage: Any, profile: Profile, out: NodeOutcome) -> Judged:
             return Judged(stage.unreachable(out))
         prof = stage.profile_of(profile)
         f = stage.facts(out, prof)
-        return Judged(stage.checks.judge_node(out.node, f, prof), f, prof, True)
+        verdicts = stage.checks.judge_node(out.node, f, prof)
+        # The facts only where a fleet-scope check reads them: a node's parsed output is
+        # ~100 KB of objects, and a stage without one lets it go here (and sends none back).
+        return Judged(verdicts, f if stage.checks.has_fleet else None, prof, True)
     except Exception as exc:  # noqa: BLE001 - one node's bug must not lose the fleet
         why = f"stage {stage.name} failed: {type(exc).__name__}: {exc}"
         return Judged(stage.checks.all_error(out.node, "nodegate", why))

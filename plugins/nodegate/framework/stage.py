@@ -204,7 +204,7 @@ class NodeJudge(Generic[F, P]):
 
     def _take(self, node: str, j: Judged) -> None:
         self.by_node[node] = j.verdicts
-        if j.judged:
+        if j.judged and self.table.has_fleet:  # only a fleet-scope check reads them later
             self.facts[node], self.profs[node] = j.facts, j.prof
         else:
             self.facts.pop(node, None)
