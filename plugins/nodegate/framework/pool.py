@@ -49,9 +49,10 @@ def judge_one(stage: Any, profile: Profile, out: NodeOutcome) -> Judged:
         prof = stage.profile_of(profile)
         f = stage.facts(out, prof)
         verdicts = stage.checks.judge_node(out.node, f, prof)
-        # The facts only where a fleet-scope check reads them: a node's parsed output is
-        # ~100 KB of objects, and a stage without one lets it go here (and sends none back).
-        return Judged(verdicts, f if stage.checks.has_fleet else None, prof, True)
+        # The facts only where a fleet-scope check reads them, and only what it reads: a
+        # node's parsed output is 100-300 KB of objects, let go here (and not sent back).
+        kept = stage.fleet_facts(f) if stage.checks.has_fleet else None
+        return Judged(verdicts, kept, prof, True)
     except Exception as exc:  # noqa: BLE001 - one node's bug must not lose the fleet
         why = f"stage {stage.name} failed: {type(exc).__name__}: {exc}"
         return Judged(stage.checks.all_error(out.node, "nodegate", why))

@@ -130,6 +130,13 @@ class PassiveStage(Stage, Generic[F, P]):
         """One reachable node's outcome as the stage's frozen facts."""
         raise NotImplementedError(f"stage {self.name} builds no facts")
 
+    def fleet_facts(self, facts: F) -> F:
+        """What of a node's facts the stage's fleet-scope checks read: kept, once its
+        node-scope checks have judged it, until the stage's end (every node's, so at 10,000
+        nodes a stage keeps 10,000 of these). By default all of them; a stage whose fleet
+        checks read less returns its facts with the rest left out."""
+        return facts
+
     def unreachable(self, outcome: NodeOutcome) -> list[Verdict]:
         """Verdicts for a node whose session never ran (every check ERROR)."""
         return unreachable_verdicts(self, outcome, first_check_fails=False)
