@@ -106,3 +106,28 @@ def test_a_missing_cut_or_foreign_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         RunResult.read(tmp_path)
     assert str(e.value) == f"{old}: not a verdicts file (line 5: cut short: no closing ]}})"
+
+
+def test_a_run_holds_each_distinct_text_once_and_every_verdict_reads_the_same() -> None:
+    """Two nodes' verdicts made apart (as a --jobs worker's arrive, each string its own copy):
+    held, their equal texts and evidence tuples are one object each; the verdicts compare
+    equal to what was added, and a number is never shared with an equal text or bool."""
+
+    def made(node: str, observed: object) -> Verdict:
+        return Verdict("".join(["gpu.", "ecc"]), node, Status.PASS, "".join(["GPU", "0"]),
+                       observed, "".join(["Ena", "bled"]), message="".join(["ecc ", "on"]),
+                       evidence=tuple(["".join(["raw/x.json", "#q"])]))  # fmt: skip
+
+    made_apart = [made("gpu001", "".join(["Ena", "bled"])), made("gpu002", 1),
+                  made("gpu003", True), made("gpu004", "1")]  # fmt: skip
+    copies = [Verdict.from_json(v.to_json()) for v in made_apart]
+    r = RunResult()
+    for v in copies:
+        r.add(v)
+    held = [v for vs in r.verdicts.values() for v in vs]
+    assert held == made_apart
+    for name in ("check", "component", "expected", "message", "evidence"):
+        assert len({id(getattr(v, name)) for v in held}) == 1, name
+    assert held[0].observed is held[0].expected
+    assert [(type(v.observed), v.observed) for v in held] == [
+        (str, "Enabled"), (int, 1), (bool, True), (str, "1")]  # fmt: skip
