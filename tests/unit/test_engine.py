@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future
 from pathlib import Path
 
 from nodegate.core.checks import AnyCheck, Check, CheckTable
 from nodegate.core.values import CommandResult, CommandSpec, NodeOutcome, Reach, Status, Verdict
-from nodegate.framework.stage import NodeJudge, OutcomeReader, PassiveStage, Stage, StageContext
+from nodegate.framework.pool import Judged, judge_one
+from nodegate.framework.stage import (
+    IN_FLIGHT_PER_WORKER,
+    NodeJudge,
+    OutcomeReader,
+    PassiveStage,
+    Stage,
+    StageContext,
+)
 from nodegate.inventory.nodes import Node, SSHSettings
 from nodegate.profiles import Profile
 from nodegate.session.engine import Engine
@@ -183,3 +192,59 @@ def test_a_stage_keeps_its_nodes_facts_only_for_a_fleet_scope_check(tmp_path: Pa
         True: [*node_verdicts, ("counted.same", "n1", Status.FAIL, None),
                ("counted.same", "n2", Status.FAIL, None)],
     }  # fmt: skip
+
+
+class HeldPool:
+    """A --jobs pool whose one worker judges nothing until `finish()`."""
+
+    jobs = 1
+
+    def __init__(self, stage: Counted, prof: Profile) -> None:
+        self.stage, self.prof = stage, prof
+        self.sent: list[tuple[NodeOutcome, Future[Judged]]] = []
+
+    def takes(self, stage: object) -> bool:
+        return stage is self.stage
+
+    def submit(self, stage: str, profile: Profile, out: NodeOutcome) -> Future[Judged]:
+        fut: Future[Judged] = Future()
+        self.sent.append((out, fut))
+        return fut
+
+    def finish(self) -> None:
+        for out, fut in self.sent:
+            if not fut.done():
+                fut.set_result(judge_one(self.stage, self.prof, out))
+
+
+def test_nodes_the_workers_would_only_queue_are_judged_in_process_the_same(
+    tmp_path: Path,
+) -> None:
+    """Outcomes arriving faster than the workers judge them: past IN_FLIGHT_PER_WORKER nodes
+    sent and not judged, the next ones are judged in process (their raw output is not queued);
+    as workers finish, nodes are sent again; the verdicts are those of one process."""
+    n = 2 * IN_FLIGHT_PER_WORKER + 4
+    names = [f"n{i:02d}" for i in range(n)]
+    prof = Profile("p", "p.yaml", {"counted": {}})
+    ctx = StageContext(
+        [node(x) for x in names], dict.fromkeys(names, prof), NoTransport(), tmp_path
+    )
+    outs = [NodeOutcome(x, Reach.OK, {"c": CommandResult("c", "tool", 0, "x" * i, "", 0.1)})
+            for i, x in enumerate(names)]  # fmt: skip
+    stage = Counted(fleet=True)
+    alone = NodeJudge(stage, ctx)
+    for o in outs:
+        alone.add(o)
+    pool = HeldPool(stage, prof)
+    judge = NodeJudge(stage, ctx, pool)  # type: ignore[arg-type]
+    for o in outs[: n - 2]:
+        judge.add(o)
+    assert [o.node for o, _ in pool.sent] == names[:IN_FLIGHT_PER_WORKER]
+    pool.finish()  # the worker caught up: the next nodes go to it again
+    for o in outs[n - 2 :]:
+        judge.add(o)
+    assert [o.node for o, _ in pool.sent] == names[:IN_FLIGHT_PER_WORKER] + names[n - 2 :]
+    pool.finish()
+    asyncio.run(judge.settled())
+    assert judge.verdicts() == alone.verdicts()
+    assert len(judge.verdicts()) == 2 * n
