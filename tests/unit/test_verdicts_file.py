@@ -12,7 +12,7 @@ import pytest
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import RunResult, read_verdicts_doc
 from nodegate.core.thresholds import Threshold
-from nodegate.core.values import Status, Verdict
+from nodegate.core.values import SAID, Status, Verdict
 
 from tests.history_runs import write_verdicts_v1
 
@@ -131,3 +131,27 @@ def test_a_run_holds_each_distinct_text_once_and_every_verdict_reads_the_same() 
     assert held[0].observed is held[0].expected
     assert [(type(v.observed), v.observed) for v in held] == [
         (str, "Enabled"), (int, 1), (bool, True), (str, "1")]  # fmt: skip
+
+
+def test_a_verdict_line_names_its_fields_in_one_order() -> None:
+    """check, node, status, what it says (`SAID`), evidence, then reference and job when set."""
+    full = Verdict("c", "n", Status.FAIL, "GPU0", 1.5, ">= 2", "x", "low", remediation="fix",
+                   evidence=("raw/n/s.json#q",), remediation_class="rma", reference=BW,
+                   job="n[1-2]")  # fmt: skip
+    assert list(full.to_json()) == [
+        "check",
+        "node",
+        "status",
+        *SAID,
+        "evidence",
+        "reference",
+        "job",
+    ]
+    assert list(Verdict("c", "n", Status.PASS).to_json()) == [
+        "check",
+        "node",
+        "status",
+        *SAID,
+        "evidence",
+    ]
+    assert Verdict.from_json(full.to_json()) == full
