@@ -16,7 +16,11 @@ process's own CPU (sampled from /proc: the workers left out), its peak RSS, pyte
 the run directory per node, the verdicts file's size and the run directory per node by file
 (evidence by kind: the rejected nodes' plain `.json`, `.json.gz`, `.html` pages). With
 --profile the child runs under cProfile (its main thread: the stages run in another) and the
-top entries by own time are printed.
+top entries by own time are printed; --loop-profile profiles the thread that runs the stages
+(`bench/_memtrace.py`). With --tracemalloc the child traces its allocations
+(`bench/_memtrace.py`: a snapshot near the traced peak, its largest sites printed; it runs 2-3x
+slower, so read time and RSS from a run without it). Every run samples the pytest process's
+RSS (`rss_peak_at`: when, in seconds from its start, and `rss_timeline_mb`: ten samples).
 
     .venv/bin/python bench/bench_replay_scale.py --sizes 1024 -- --jobs 1   # in process
     .venv/bin/python bench/bench_replay_scale.py --sizes 1024 -- --jobs 2   # two workers
@@ -149,23 +153,44 @@ def files_kb_node(run_dir: Path, n: int) -> dict[str, float]:
     return {k: round(v / n / 1024, 1) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])}
 
 
-def run_watched(cmd: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    """Run `cmd`; its result and the CPU seconds of that process alone (not its children:
-    `--jobs` workers), sampled from /proc every 0.1 s until it exits."""
+def run_watched(
+    cmd: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], float, list[tuple[float, int]]]:
+    """Run `cmd`; its result, the CPU seconds of that process alone (not its children:
+    `--jobs` workers) and its RSS in KB over time ((seconds, KB) pairs), sampled from /proc
+    every 0.1 s until it exits."""
     tick = os.sysconf("SC_CLK_TCK")
     own = 0.0
+    rss: list[tuple[float, int]] = []
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=cwd)
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=cwd, env=env)
         while proc.poll() is None:
             try:
                 f = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
                 own = (int(f[11]) + int(f[12])) / tick  # utime, stime
+                rss.append((time.perf_counter() - t0, int(f[21]) * _PAGE_KB))
             except (OSError, IndexError, ValueError):
                 pass
             time.sleep(0.1)
         out.seek(0)
         err.seek(0)
-        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read()), own
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read()), own, rss
+
+
+_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def rss_summary(rss: list[tuple[float, int]]) -> dict[str, object]:
+    """When the sampled RSS peaked and ten samples across the run (MB)."""
+    if not rss:
+        return {}
+    at, peak = max(rss, key=lambda s: s[1])
+    step = max(1, len(rss) // 10)
+    return {
+        "rss_peak_at": f"{at:.0f}/{rss[-1][0]:.0f} s",
+        "rss_timeline_mb": " ".join(str(round(kb / 1024)) for _, kb in rss[::step][:10]),
+    }
 
 
 def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
@@ -177,9 +202,21 @@ def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
         reports = tmp / "reports"
         cmd = pytest_cmd(inventory, reports, "bench", "--transport", "replay",
                          f"--replay={bundle / 'raw'}", *a.extra, profile=a.profile)  # fmt: skip
+        env = None
+        if a.tracemalloc or a.loop_profile:  # the child imports bench/_memtrace.py first (-p)
+            at = cmd.index("pytest") + 1
+            cmd[at:at] = ["-p", "_memtrace"]
+            env = dict(os.environ)
+            if a.tracemalloc:
+                env["NODEGATE_BENCH_TRACEMALLOC"] = f"{a.tracemalloc}.{n}"
+            if a.loop_profile:
+                env["NODEGATE_BENCH_LOOPPROF"] = f"{a.loop_profile}.{n}"
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(Path(__file__).parent), env.get("PYTHONPATH", "")]
+            )
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        p, own = run_watched(cmd, tmp)
+        p, own, rss = run_watched(cmd, tmp, env)
         wall = time.perf_counter() - t0
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -210,6 +247,7 @@ def run_size(n: int, seed: Path, a: argparse.Namespace) -> dict[str, object]:
             "bundle_s": round(build_s, 1),
             "rc": p.returncode,
             "pytest": items.strip("= "),
+            **rss_summary(rss),
             "files_kb_node": files_kb_node(run_dir, n),
         }
     finally:
@@ -224,6 +262,16 @@ def main() -> int:
     ap.add_argument("--seed", help="an existing seed run directory (skip the capture)")
     ap.add_argument("--healthy", action="store_true", help="capture the seed without faults")
     ap.add_argument("--profile", help="write the controller's cProfile here and print its top")
+    ap.add_argument(
+        "--loop-profile",
+        help="cProfile the thread that runs the stages: written to this path plus .<size>, "
+        "its top printed",
+    )
+    ap.add_argument(
+        "--tracemalloc",
+        help="trace the controller's allocations: a snapshot near "
+        "its peak written to this path plus .<size>, its top sites printed",
+    )
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--keep", action="store_true", help="keep each size's bundle and reports")
     ap.add_argument("extra", nargs="*", help="more pytest arguments (after --)")
@@ -235,6 +283,13 @@ def main() -> int:
     print_table(title, rows, 14)
     if a.profile:
         print_profile(a.profile, a.top)
+    for s in a.sizes.split(",") if a.loop_profile else ():
+        print_profile(f"{a.loop_profile}.{s}", a.top)
+    if a.tracemalloc:
+        from _memtrace import print_snapshot
+
+        for s in a.sizes.split(","):
+            print_snapshot(f"{a.tracemalloc}.{s}", a.top)
     return 0
 
 

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future
 from pathlib import Path
 
-from nodegate.core.checks import Check, CheckTable
-from nodegate.core.values import CommandResult, NodeOutcome, Reach, Status, Verdict
-from nodegate.framework.stage import OutcomeReader, Stage, StageContext
+from nodegate.core.checks import AnyCheck, Check, CheckTable
+from nodegate.core.values import CommandResult, CommandSpec, NodeOutcome, Reach, Status, Verdict
+from nodegate.framework.pool import Judged, judge_one
+from nodegate.framework.stage import (
+    IN_FLIGHT_PER_WORKER,
+    NodeJudge,
+    OutcomeReader,
+    PassiveStage,
+    Stage,
+    StageContext,
+)
 from nodegate.inventory.nodes import Node, SSHSettings
 from nodegate.profiles import Profile
 from nodegate.session.engine import Engine
@@ -130,3 +139,112 @@ def test_after_failure_skip_takes_a_failed_node_out_of_later_passive_stages(
         got = {n.name: [(v.status, v.message) for v in res.for_item("fine.y", n.name)]
                for n in nodes}  # fmt: skip
         assert got == {"n1": n1, "n2": [(Status.PASS, "")], "n3": [(Status.PASS, "")]}, prof.name
+
+
+class Counted(PassiveStage[tuple[str, int], None]):
+    """A passive stage whose facts are the node and its output's length; `fleet` adds a
+    fleet-scope check (every node's length, judged together)."""
+
+    name = "counted"
+
+    def __init__(self, fleet: bool) -> None:
+        def length(c: AnyCheck, f: tuple[str, int], p: None) -> list[Verdict]:
+            return [Verdict(c.id, f[0], Status.PASS, observed=f[1])]
+
+        def same(c: AnyCheck, facts: dict[str, tuple[str, int]], p: object) -> list[Verdict]:
+            ok = len({f[1] for f in facts.values()}) == 1
+            return [Verdict(c.id, n, Status.PASS if ok else Status.FAIL) for n in facts]
+
+        checks = [Check("counted.n", "n", length, "node", "test_n")]
+        if fleet:
+            checks.append(Check("counted.same", "same", same, "node", "test_same", "fleet"))
+        self.checks = CheckTable("counted", checks)
+
+    def commands(self, node: Node, profile: Profile) -> list[CommandSpec]:
+        return []
+
+    def profile_of(self, profile: Profile) -> None:
+        return None
+
+    def facts(self, outcome: NodeOutcome, profile: None) -> tuple[str, int]:
+        return outcome.node, len(outcome.results["c"].stdout)
+
+
+def test_a_stage_keeps_its_nodes_facts_only_for_a_fleet_scope_check(tmp_path: Path) -> None:
+    """A node's facts (its parsed output) are let go once its node-scope checks judged them,
+    unless a fleet-scope check reads every node's facts at the stage's end."""
+    prof = Profile("p", "p.yaml", {"counted": {}})
+    nodes = [node("n1"), node("n2")]
+    ctx = StageContext(nodes, {"n1": prof, "n2": prof}, NoTransport(), tmp_path)
+    outs = [NodeOutcome(n, Reach.OK, {"c": CommandResult("c", "tool", 0, text, "", 0.1)})
+            for n, text in (("n1", "abc"), ("n2", "abcd"))]  # fmt: skip
+    kept, got = {}, {}
+    for fleet in (False, True):
+        judge = NodeJudge(Counted(fleet), ctx)
+        for o in outs:
+            judge.add(o)
+        kept[fleet] = dict(judge.facts)
+        got[fleet] = [(v.check, v.node, v.status, v.observed) for v in judge.verdicts()]
+    assert kept == {False: {}, True: {"n1": ("n1", 3), "n2": ("n2", 4)}}
+    node_verdicts = [("counted.n", "n1", Status.PASS, 3), ("counted.n", "n2", Status.PASS, 4)]
+    assert got == {
+        False: node_verdicts,
+        True: [*node_verdicts, ("counted.same", "n1", Status.FAIL, None),
+               ("counted.same", "n2", Status.FAIL, None)],
+    }  # fmt: skip
+
+
+class HeldPool:
+    """A --jobs pool whose one worker judges nothing until `finish()`."""
+
+    jobs = 1
+
+    def __init__(self, stage: Counted, prof: Profile) -> None:
+        self.stage, self.prof = stage, prof
+        self.sent: list[tuple[NodeOutcome, Future[Judged]]] = []
+
+    def takes(self, stage: object) -> bool:
+        return stage is self.stage
+
+    def submit(self, stage: str, profile: Profile, out: NodeOutcome) -> Future[Judged]:
+        fut: Future[Judged] = Future()
+        self.sent.append((out, fut))
+        return fut
+
+    def finish(self) -> None:
+        for out, fut in self.sent:
+            if not fut.done():
+                fut.set_result(judge_one(self.stage, self.prof, out))
+
+
+def test_nodes_the_workers_would_only_queue_are_judged_in_process_the_same(
+    tmp_path: Path,
+) -> None:
+    """Outcomes arriving faster than the workers judge them: past IN_FLIGHT_PER_WORKER nodes
+    sent and not judged, the next ones are judged in process (their raw output is not queued);
+    as workers finish, nodes are sent again; the verdicts are those of one process."""
+    n = 2 * IN_FLIGHT_PER_WORKER + 4
+    names = [f"n{i:02d}" for i in range(n)]
+    prof = Profile("p", "p.yaml", {"counted": {}})
+    ctx = StageContext(
+        [node(x) for x in names], dict.fromkeys(names, prof), NoTransport(), tmp_path
+    )
+    outs = [NodeOutcome(x, Reach.OK, {"c": CommandResult("c", "tool", 0, "x" * i, "", 0.1)})
+            for i, x in enumerate(names)]  # fmt: skip
+    stage = Counted(fleet=True)
+    alone = NodeJudge(stage, ctx)
+    for o in outs:
+        alone.add(o)
+    pool = HeldPool(stage, prof)
+    judge = NodeJudge(stage, ctx, pool)  # type: ignore[arg-type]
+    for o in outs[: n - 2]:
+        judge.add(o)
+    assert [o.node for o, _ in pool.sent] == names[:IN_FLIGHT_PER_WORKER]
+    pool.finish()  # the worker caught up: the next nodes go to it again
+    for o in outs[n - 2 :]:
+        judge.add(o)
+    assert [o.node for o, _ in pool.sent] == names[:IN_FLIGHT_PER_WORKER] + names[n - 2 :]
+    pool.finish()
+    asyncio.run(judge.settled())
+    assert judge.verdicts() == alone.verdicts()
+    assert len(judge.verdicts()) == 2 * n

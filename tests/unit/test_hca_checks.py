@@ -452,3 +452,20 @@ def test_fleet_check_groups_by_profile_and_psid_in_majority_order() -> None:
         "not required",
         "profile relaxed does not require it",
     )
+
+
+def test_the_facts_kept_for_the_fleet_check_judge_it_as_all_of_them() -> None:
+    """What the stage keeps of each node until its end (`fleet_facts`: no second listing,
+    topology or mlxlink) gives the fleet check exactly the verdicts every fact gives."""
+    old = tuple(Fault("hca_old_firmware", f"mlx5_{i}") for i in (1, 2))
+    facts = {n: build_facts(outcome(n)) for n in ("gpu001", "gpu002", "gpu003")}
+    facts["gpu004"] = build_facts(outcome("gpu004", old))
+    facts["gpu005"] = build_facts(outcome("gpu005", **{SYSFS: res(SYSFS, "", 124, timed_out=True)}))
+    profs = {n: hca_profile(PROFILE) for n in facts}
+    kept = {n: STAGE.fleet_facts(f) for n, f in facts.items()}
+    assert [(k.topo, k.sysfs_again, dict(k.mlxlink)) for k in kept.values()] == [
+        (None, None, {})
+    ] * 5
+    assert all(f.topo is not None and f.mlxlink for n, f in facts.items() if n != "gpu005")
+    assert CHECKS.judge_fleet(kept, profs) == CHECKS.judge_fleet(facts, profs)
+    assert sum(v.status is not Status.PASS for v in CHECKS.judge_fleet(kept, profs)) == 3

@@ -12,7 +12,7 @@ import pytest
 from nodegate.core.errors import ConfigError
 from nodegate.core.results import RunResult, read_verdicts_doc
 from nodegate.core.thresholds import Threshold
-from nodegate.core.values import Status, Verdict
+from nodegate.core.values import SAID, Status, Verdict
 
 from tests.history_runs import write_verdicts_v1
 
@@ -106,3 +106,52 @@ def test_a_missing_cut_or_foreign_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         RunResult.read(tmp_path)
     assert str(e.value) == f"{old}: not a verdicts file (line 5: cut short: no closing ]}})"
+
+
+def test_a_run_holds_each_distinct_text_once_and_every_verdict_reads_the_same() -> None:
+    """Two nodes' verdicts made apart (as a --jobs worker's arrive, each string its own copy):
+    held, their equal texts and evidence tuples are one object each; the verdicts compare
+    equal to what was added, and a number is never shared with an equal text or bool."""
+
+    def made(node: str, observed: object) -> Verdict:
+        return Verdict("".join(["gpu.", "ecc"]), node, Status.PASS, "".join(["GPU", "0"]),
+                       observed, "".join(["Ena", "bled"]), message="".join(["ecc ", "on"]),
+                       evidence=tuple(["".join(["raw/x.json", "#q"])]))  # fmt: skip
+
+    made_apart = [made("gpu001", "".join(["Ena", "bled"])), made("gpu002", 1),
+                  made("gpu003", True), made("gpu004", "1")]  # fmt: skip
+    copies = [Verdict.from_json(v.to_json()) for v in made_apart]
+    r = RunResult()
+    for v in copies:
+        r.add(v)
+    held = [v for vs in r.verdicts.values() for v in vs]
+    assert held == made_apart
+    for name in ("check", "component", "expected", "message", "evidence"):
+        assert len({id(getattr(v, name)) for v in held}) == 1, name
+    assert held[0].observed is held[0].expected
+    assert [(type(v.observed), v.observed) for v in held] == [
+        (str, "Enabled"), (int, 1), (bool, True), (str, "1")]  # fmt: skip
+
+
+def test_a_verdict_line_names_its_fields_in_one_order() -> None:
+    """check, node, status, what it says (`SAID`), evidence, then reference and job when set."""
+    full = Verdict("c", "n", Status.FAIL, "GPU0", 1.5, ">= 2", "x", "low", remediation="fix",
+                   evidence=("raw/n/s.json#q",), remediation_class="rma", reference=BW,
+                   job="n[1-2]")  # fmt: skip
+    assert list(full.to_json()) == [
+        "check",
+        "node",
+        "status",
+        *SAID,
+        "evidence",
+        "reference",
+        "job",
+    ]
+    assert list(Verdict("c", "n", Status.PASS).to_json()) == [
+        "check",
+        "node",
+        "status",
+        *SAID,
+        "evidence",
+    ]
+    assert Verdict.from_json(full.to_json()) == full

@@ -79,6 +79,9 @@ class CheckTable(Generic[F, P]):
                 raise ValueError(f"stage {stage}: {c.id}: fn is None exactly for scope pipeline")
             if not c.test.startswith("test_"):
                 raise ValueError(f"stage {stage}: {c.id}: test name must start with test_")
+        # Whether any check reads every node's facts (`judge_fleet`): a stage without one keeps
+        # no node's facts once its node-scope checks have judged them.
+        self.has_fleet = any(c.scope == "fleet" and c.fn is not None for c in self.checks)
 
     def __iter__(self) -> Iterator[Check[F, P]]:
         return iter(self.checks)

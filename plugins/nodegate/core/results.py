@@ -34,6 +34,48 @@ COMPARE_FILE = "compare.json"
 RAW_DIR = "raw"
 
 
+# A verdict's text fields: equal values among a run's verdicts are held once (`SharedValues`).
+_TEXT_FIELDS = ("check", "node", "component", "unit", "message", "remediation",
+                "remediation_class", "job")  # fmt: skip
+_VALUE_FIELDS = ("observed", "expected")  # shared when they are text
+
+
+class SharedValues:
+    """One object for each distinct text among a run's verdicts (and each distinct evidence
+    tuple): at 10,000 nodes a run holds ~2.5 M verdicts whose components, messages, observed
+    and expected texts repeat across nodes (`observed` "Enabled" on every GPU), and a worker's
+    verdicts arrive unpickled, every string a copy of its own; ~200 of a verdict's ~420 bytes.
+    A field is only ever replaced by an equal value of the same type (through
+    `object.__setattr__`, as the frozen dataclass's own `__init__` sets it), so the verdict
+    reads, compares, hashes and is written exactly as before."""
+
+    __slots__ = ("_texts", "_refs")
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+        self._refs: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def share(self, v: Verdict) -> Verdict:
+        texts = self._texts
+        for name in _TEXT_FIELDS:
+            x = getattr(v, name)
+            if x is not None:
+                y = texts.setdefault(x, x)
+                if y is not x:
+                    object.__setattr__(v, name, y)
+        for name in _VALUE_FIELDS:
+            x = getattr(v, name)
+            if type(x) is str:  # only text: 1 == 1.0 == True would share across types
+                y = texts.setdefault(x, x)
+                if y is not x:
+                    object.__setattr__(v, name, y)
+        if v.evidence:
+            refs = self._refs.setdefault(v.evidence, v.evidence)
+            if refs is not v.evidence:
+                object.__setattr__(v, "evidence", refs)
+        return v
+
+
 @dataclass
 class RunResult:
     """Every verdict of a run, by (check id, node)."""
@@ -44,9 +86,10 @@ class RunResult:
     connections: int = 0
     interrupted: str | None = None  # the stage running when the run was interrupted
     _written: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
+    _shared: SharedValues = field(default_factory=lambda: SharedValues(), repr=False, compare=False)
 
     def add(self, v: Verdict) -> None:
-        self.verdicts.setdefault((v.check, v.node), []).append(v)
+        self.verdicts.setdefault((v.check, v.node), []).append(self._shared.share(v))
 
     def for_item(self, check: str, node: str) -> list[Verdict]:
         return self.verdicts.get((check, node), [])

@@ -136,11 +136,17 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         """The verdict as JSON; `reference` and `job` only when set (older verdicts read the
         same)."""
-        ref = {} if self.reference is None else {"reference": self.reference.to_json()}
-        job = {} if self.job is None else {"job": self.job}
-        said = {k: getattr(self, k) for k in SAID}
-        return {"check": self.check, "node": self.node, "status": self.status.value, **said,
-                "evidence": list(self.evidence), **ref, **job}  # fmt: skip
+        # Written out field by field, in SAID's order (2.5 M verdicts at 10,000 nodes).
+        d = {"check": self.check, "node": self.node, "status": _STATUS_TEXT[self.status],
+             "component": self.component, "observed": self.observed, "expected": self.expected,
+             "unit": self.unit, "message": self.message, "remediation": self.remediation,
+             "remediation_class": self.remediation_class,
+             "evidence": list(self.evidence)}  # fmt: skip
+        if self.reference is not None:
+            d["reference"] = self.reference.to_json()
+        if self.job is not None:
+            d["job"] = self.job
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Verdict:
@@ -161,6 +167,7 @@ class Verdict:
         )
 
 
+_STATUS_TEXT = {s: s.value for s in Status}
 _SERIAL = re.compile(r" serial \S+")
 
 

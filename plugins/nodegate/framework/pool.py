@@ -33,7 +33,7 @@ from nodegate.profiles import Profile
 @dataclass(frozen=True, slots=True)
 class Judged:
     """One node judged: its verdicts, and (when it was judged on its facts) the facts and the
-    typed profile the fleet-scope checks read."""
+    typed profile the fleet-scope checks read (the facts None for a stage that has none)."""
 
     verdicts: list[Verdict]
     facts: Any = None
@@ -48,7 +48,11 @@ def judge_one(stage: Any, profile: Profile, out: NodeOutcome) -> Judged:
             return Judged(stage.unreachable(out))
         prof = stage.profile_of(profile)
         f = stage.facts(out, prof)
-        return Judged(stage.checks.judge_node(out.node, f, prof), f, prof, True)
+        verdicts = stage.checks.judge_node(out.node, f, prof)
+        # The facts only where a fleet-scope check reads them, and only what it reads: a
+        # node's parsed output is 100-300 KB of objects, let go here (and not sent back).
+        kept = stage.fleet_facts(f) if stage.checks.has_fleet else None
+        return Judged(verdicts, kept, prof, True)
     except Exception as exc:  # noqa: BLE001 - one node's bug must not lose the fleet
         why = f"stage {stage.name} failed: {type(exc).__name__}: {exc}"
         return Judged(stage.checks.all_error(out.node, "nodegate", why))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -130,6 +131,13 @@ class PassiveStage(Stage, Generic[F, P]):
         """One reachable node's outcome as the stage's frozen facts."""
         raise NotImplementedError(f"stage {self.name} builds no facts")
 
+    def fleet_facts(self, facts: F) -> F:
+        """What of a node's facts the stage's fleet-scope checks read: kept, once its
+        node-scope checks have judged it, until the stage's end (every node's, so at 10,000
+        nodes a stage keeps 10,000 of these). By default all of them; a stage whose fleet
+        checks read less returns its facts with the rest left out."""
+        return facts
+
     def unreachable(self, outcome: NodeOutcome) -> list[Verdict]:
         """Verdicts for a node whose session never ran (every check ERROR)."""
         return unreachable_verdicts(self, outcome, first_check_fails=False)
@@ -169,11 +177,17 @@ class PassiveStage(Stage, Generic[F, P]):
         return verdicts
 
 
+# How many nodes per --jobs worker may be sent and not judged yet: enough that a worker never
+# waits for the next one, few enough that the raw outputs queued stay a few MB.
+IN_FLIGHT_PER_WORKER = 8
+
+
 class NodeJudge(Generic[F, P]):
     """A passive stage's judging, one node at a time as outcomes arrive; `verdicts()` in node
     order (the stage's nodes), then the fleet-scope checks over every node's facts. With a
-    `pool` (`--jobs N`), a reachable node's outcome is judged in a worker process and
-    `settled()` waits for them; the verdicts are the same (`nodegate.framework.pool`)."""
+    `pool` (`--jobs N`), a reachable node's outcome is judged in a worker process (here while
+    the workers are behind) and `settled()` waits for them; the verdicts are the same
+    (`nodegate.framework.pool`)."""
 
     def __init__(
         self, stage: PassiveStage[F, P], ctx: StageContext, pool: JudgePool | None = None
@@ -189,22 +203,36 @@ class NodeJudge(Generic[F, P]):
         own_plan = type(stage).plan is not PassiveStage.plan
         self.pool = pool if pool is not None and pool.takes(stage) and not own_plan else None
         self.pending: dict[str, Future[Judged]] = {}
+        self._in_flight: deque[Future[Judged]] = deque()  # sent, in the order sent
 
     def add(self, out: NodeOutcome) -> None:
         """Judge one node's outcome, here or in the pool (never raises: a stage bug is that
-        node's ERROR)."""
+        node's ERROR). A node the workers would only queue (IN_FLIGHT_PER_WORKER per worker
+        already sent and not judged) is judged here: each one queued holds its raw output
+        (~400 KB on an 8-GPU node), and a replay or a fast fleet delivers outcomes faster
+        than the workers judge them (10,000 queued: 4 GB)."""
         profile = self.ctx.profiles[out.node]
-        if self.pool is not None and out.reach is Reach.OK:
+        if self.pool is not None and out.reach is Reach.OK and self._room(self.pool.jobs):
             try:
-                self.pending[out.node] = self.pool.submit(self.stage.name, profile, out)
-                return
+                fut = self.pool.submit(self.stage.name, profile, out)
             except Exception:  # noqa: BLE001 - a pool that cannot take it: judged here
                 pass
+            else:
+                self.pending[out.node] = fut
+                self._in_flight.append(fut)
+                return
         self._take(out.node, judge_one(self.stage, profile, out))
+
+    def _room(self, jobs: int) -> bool:
+        """Whether fewer than IN_FLIGHT_PER_WORKER nodes per worker are sent and not judged
+        (workers judge in about the order sent: the judged ones are let go from the front)."""
+        while self._in_flight and self._in_flight[0].done():
+            self._in_flight.popleft()
+        return len(self._in_flight) < jobs * IN_FLIGHT_PER_WORKER
 
     def _take(self, node: str, j: Judged) -> None:
         self.by_node[node] = j.verdicts
-        if j.judged:
+        if j.judged and self.table.has_fleet:  # only a fleet-scope check reads them later
             self.facts[node], self.profs[node] = j.facts, j.prof
         else:
             self.facts.pop(node, None)

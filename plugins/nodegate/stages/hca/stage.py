@@ -10,6 +10,8 @@ reads `nvidia-smi topo -m`, the nvidia_peermem module state, the NVIDIA driver, 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nodegate.core.values import CommandSpec, NodeOutcome
 from nodegate.framework.stage import PassiveStage
 from nodegate.inventory import Node
@@ -61,6 +63,12 @@ class HcaStage(PassiveStage[HcaFacts, HcaProfile]):
 
     def facts(self, outcome: NodeOutcome, profile: HcaProfile) -> HcaFacts:
         return build_facts(outcome)
+
+    def fleet_facts(self, facts: HcaFacts) -> HcaFacts:
+        """What hca.firmware.uniform reads (the sysfs listing, the PCI ids that place a
+        device, the reasons and evidence): not the second listing, the topology nor the
+        mlxlink reports (~2/3 of a node's facts)."""
+        return replace(facts, sysfs_again=None, topo=None, mlxlink={})
 
 
 STAGE = HcaStage()
