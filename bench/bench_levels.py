@@ -48,7 +48,9 @@ def run_level(level: str, subnet: str, k: int) -> dict[str, Any]:
             raise SystemExit(f"{level}: the demo wrote no admission.json (exit {p.returncode})")
         adm = json.loads((run / "admission.json").read_text())
         timings = read_verdicts_doc(run).get("timings_s", {})
-        secs = [float(m.group(1)) for m in _PYTEST_S.finditer(p.stdout) if "passed" in p.stdout]
+        # pytest's summary line: "39 failed, 1951 passed, 1082 skipped in 105.65s"
+        secs = [float(m.group(1)) for ln in p.stdout.splitlines() if " passed" in ln
+                for m in _PYTEST_S.finditer(ln)]  # fmt: skip
         nodes = adm["nodes"]
         return {
             "level": adm["level"],
@@ -81,14 +83,12 @@ def main() -> int:
         got = [float(r["pytest_s"]) for r in rows if r["level"] == lv and r["pytest_s"]]
         if got:
             print(f"{lv}: mean {sum(got) / len(got):.1f} s over {len(got)} run(s)")
-    pairs = [
-        (float(q["pytest_s"]), float(s["pytest_s"]))
-        for q, s in zip(rows, rows[1:], strict=False)
-        if q["level"] == "quick" and s["level"] == "standard" and q["pytest_s"] and s["pytest_s"]
-    ] + [
-        (float(q["pytest_s"]), float(s["pytest_s"]))
-        for s, q in zip(rows, rows[1:], strict=False)
-        if q["level"] == "quick" and s["level"] == "standard" and q["pytest_s"] and s["pytest_s"]
+    pairs = [  # (quick, standard) of each two runs side by side, in run order
+        (float(a["pytest_s"]), float(b["pytest_s"]))
+        if a["level"] == "quick"
+        else (float(b["pytest_s"]), float(a["pytest_s"]))
+        for a, b in zip(rows, rows[1:], strict=False)
+        if {a["level"], b["level"]} == {"quick", "standard"} and a["pytest_s"] and b["pytest_s"]
     ]
     if pairs:
         shares = [q / s for q, s in pairs]

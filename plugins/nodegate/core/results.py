@@ -34,10 +34,10 @@ COMPARE_FILE = "compare.json"
 RAW_DIR = "raw"
 
 
-# A verdict's text fields: equal values among a run's verdicts are held once (`SharedValues`).
-_TEXT_FIELDS = ("check", "node", "component", "unit", "message", "remediation",
-                "remediation_class", "job")  # fmt: skip
-_VALUE_FIELDS = ("observed", "expected")  # shared when they are text
+# A verdict's fields whose equal text values among a run's verdicts are held once
+# (`SharedValues`); observed and expected only when they are text.
+_SHARED_FIELDS = ("check", "node", "component", "unit", "message", "remediation",
+                  "remediation_class", "job", "observed", "expected")  # fmt: skip
 
 
 class SharedValues:
@@ -57,13 +57,7 @@ class SharedValues:
 
     def share(self, v: Verdict) -> Verdict:
         texts = self._texts
-        for name in _TEXT_FIELDS:
-            x = getattr(v, name)
-            if x is not None:
-                y = texts.setdefault(x, x)
-                if y is not x:
-                    object.__setattr__(v, name, y)
-        for name in _VALUE_FIELDS:
+        for name in _SHARED_FIELDS:
             x = getattr(v, name)
             if type(x) is str:  # only text: 1 == 1.0 == True would share across types
                 y = texts.setdefault(x, x)

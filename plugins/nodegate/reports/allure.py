@@ -120,7 +120,7 @@ def check_results(logger: Any, doc: Mapping[str, Any],
     FIRST_NODES nodes with a bad verdict (then of those not run), nothing attached (every
     verdict is in verdicts.jsonl.gz). 100 checks over 10,000 nodes: ~100 results, not 90,000
     node x stage results with their evidence copied (README "Allure")."""
-    from allure_commons.model2 import Label, Link, StatusDetails, TestResult, TestStepResult
+    from allure_commons.model2 import Label, Link, StatusDetails, TestStepResult
 
     start, stop = _millis(doc.get("started_at")), _millis(doc.get("finished_at"))
     not_run = {
@@ -174,23 +174,11 @@ def check_results(logger: Any, doc: Mapping[str, Any],
                 status="passed",
             ))  # fmt: skip
         status = _worst(st.status for st in steps)
-        result = TestResult(
-            uuid=str(uuid.uuid4()),
-            historyId=hashlib.md5(f"check:{c}".encode()).hexdigest(),  # noqa: S324 - an id
-            testCaseId=hashlib.md5(f"nodegate:{c}".encode()).hexdigest(),  # noqa: S324
-            name=f"{c} ({len(doc['nodes'])} nodes)",
-            fullName=f"nodegate.{stage}.{c}",
-            status=status,
-            steps=steps,
-            start=start,
-            stop=stop,
-            labels=[
-                Label("parentSuite", "nodegate"),
-                Label("suite", stage),
-                Label("feature", stage),
-                Label("story", c),
-            ],
-        )
+        result = _result(
+            f"check:{c}", c, f"{c} ({len(doc['nodes'])} nodes)", f"nodegate.{stage}.{c}",
+            status, steps, (start, stop),
+            [Label("suite", stage), Label("feature", stage), Label("story", c)],
+        )  # fmt: skip
         if status != "passed":
             result.statusDetails = StatusDetails(
                 message="\n".join(st.name for st in steps if st.status != "passed")
@@ -205,12 +193,35 @@ def check_results(logger: Any, doc: Mapping[str, Any],
     return written
 
 
+def _result(
+    history: str,
+    case: str,
+    name: str,
+    full_name: str,
+    status: str,
+    steps: list[Any],
+    span: tuple[int | None, int | None],
+    labels: list[Any],
+) -> Any:
+    """An Allure TestResult under the `nodegate` parent suite: its history id from `history`
+    (one per result across runs), its test case id from `case` (`nodegate:<case>`)."""
+    from allure_commons.model2 import Label, TestResult
+
+    return TestResult(
+        uuid=str(uuid.uuid4()),
+        historyId=hashlib.md5(history.encode()).hexdigest(),  # noqa: S324 - an id
+        testCaseId=hashlib.md5(f"nodegate:{case}".encode()).hexdigest(),  # noqa: S324
+        name=name, fullName=full_name, status=status, steps=steps,
+        start=span[0], stop=span[1], labels=[Label("parentSuite", "nodegate"), *labels],
+    )  # fmt: skip
+
+
 def node_results(logger: Any, doc: Mapping[str, Any],
                  verdicts: Mapping[tuple[str, str], list[Mapping[str, Any]]],
                  run_dir: Path) -> int:  # fmt: skip
     """One result per (node, stage): a step per check, its bad verdicts as sub-steps; a stage
     that did not pass attaches the node's evidence file once, a passing one links to it."""
-    from allure_commons.model2 import Attachment, Label, Link, StatusDetails, TestResult
+    from allure_commons.model2 import Attachment, Label, Link, StatusDetails
 
     checks = check_order(doc["checks"])
     by_stage: dict[str, list[str]] = {}
@@ -229,19 +240,10 @@ def node_results(logger: Any, doc: Mapping[str, Any],
                     step.status = ALLURE_STATUS["not_run"]
                 steps.append(step)
             status = _worst(s.status for s in steps)
-            key = f"{node}:{stage}"
-            result = TestResult(
-                uuid=str(uuid.uuid4()),
-                historyId=hashlib.md5(key.encode()).hexdigest(),  # noqa: S324 - an id
-                testCaseId=hashlib.md5(f"nodegate:{stage}".encode()).hexdigest(),  # noqa: S324
-                name=f"{node} {stage}",
-                fullName=f"nodegate.{stage}[{node}]",
-                status=status,
-                steps=steps,
-                start=start,
-                stop=stop,
-                labels=[
-                    Label("parentSuite", "nodegate"),
+            result = _result(
+                f"{node}:{stage}", stage, f"{node} {stage}", f"nodegate.{stage}[{node}]",
+                status, steps, (start, stop),
+                [
                     Label("suite", stage),
                     Label("subSuite", group_of(d.get("labels") or {})),
                     Label("feature", stage),
@@ -249,7 +251,7 @@ def node_results(logger: Any, doc: Mapping[str, Any],
                     Label("tag", node),
                     *([Label("tag", d["profile"])] if d.get("profile") else []),
                 ],
-            )
+            )  # fmt: skip
             bad = [s for s in steps if s.status != "passed"]
             if bad:
                 result.statusDetails = StatusDetails(

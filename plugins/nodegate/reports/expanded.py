@@ -48,10 +48,12 @@ def _by_component(d: Mapping[str, Any]) -> set[Key]:
     return {(r["check"], r["status"], r.get("component") or "") for r in _causes(d)}
 
 
-def expanded_nodes(doc: Mapping[str, Any], budget: int) -> list[str]:
-    """The cited nodes of admission document `doc` whose evidence is expanded, at most
-    `budget` of them (module docstring), sorted by name."""
-    cited = sorted(evidence_nodes(doc))
+def expanded_nodes(
+    doc: Mapping[str, Any], budget: int, cited: list[str] | None = None
+) -> list[str]:
+    """The cited nodes of admission document `doc` (`cited`: already listed) whose evidence is
+    expanded, at most `budget` of them (module docstring), sorted by name."""
+    cited = sorted(evidence_nodes(doc) if cited is None else cited)
     if len(cited) <= budget:
         return cited
     picked: dict[str, None] = {}
@@ -74,11 +76,8 @@ def expanded_nodes(doc: Mapping[str, Any], budget: int) -> list[str]:
 
 def evidence_section(doc: Mapping[str, Any], budget: int) -> dict[str, Any]:
     """admission.json's `evidence`: the budget, how many nodes are cited, those expanded."""
-    return {
-        "budget": budget,
-        "cited": len(evidence_nodes(doc)),
-        "expanded": expanded_nodes(doc, budget),
-    }
+    cited = evidence_nodes(doc)
+    return {"budget": budget, "cited": len(cited), "expanded": expanded_nodes(doc, budget, cited)}
 
 
 def apply_budget(run_dir: Path, doc: dict[str, Any], budget: int) -> Callable[[str], str]:
